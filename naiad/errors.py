@@ -1,0 +1,77 @@
+"""The exceptions a user of the engine can meet, each naming what failed and what to do."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "NaiadError",
+    "GraphError",
+    "VertexError",
+    "ComputationFailed",
+    "ProgressViolation",
+    "TimeViolation",
+]
+
+try:  # The progress package defines GraphError so that it stays free of the runtime.
+    from naiad.progress.reachability import GraphError as _GraphError
+except ImportError:  # pragma: no cover - only while the package is being built
+    class _GraphError(Exception):
+        """An invalid dataflow graph."""
+
+
+class NaiadError(Exception):
+    """Base class of the engine's own errors."""
+
+
+GraphError = _GraphError
+
+
+class TimeViolation(NaiadError):
+    """A vertex sent or asked for a notification at a time earlier than the event it handles."""
+
+
+class ProgressViolation(NaiadError):
+    """A message arrived at a time the vertex was already notified about (debug mode only)."""
+
+
+class VertexError(NaiadError):
+    """A user callback raised: names the stage, the vertex index, the time and the callback.
+
+    The original exception is chained as ``__cause__`` (in the failing process) and its
+    formatted traceback is kept in :attr:`traceback` so that it survives crossing processes.
+    """
+
+    def __init__(self, stage: str, vertex: int, time: Any, callback: str,
+                 cause: Optional[BaseException] = None, traceback: str = "",
+                 process: Optional[int] = None):
+        self.stage = stage
+        self.vertex = vertex
+        self.time = time
+        self.callback = callback
+        self.cause_repr = f"{type(cause).__name__}: {cause}" if cause is not None else ""
+        self.traceback = traceback
+        self.process = process
+        where = f" in process {process}" if process is not None else ""
+        msg = (f"vertex {vertex} of stage {stage!r}{where} failed in {callback} at {time!r}: "
+               f"{self.cause_repr}")
+        super().__init__(msg)
+        if cause is not None:
+            self.__cause__ = cause
+
+    def __reduce__(self):
+        return (_rebuild_vertex_error, (self.stage, self.vertex, self.time, self.callback,
+                                        self.cause_repr, self.traceback, self.process))
+
+
+def _rebuild_vertex_error(stage, vertex, time, callback, cause_repr, tb, process):
+    err = VertexError(stage, vertex, time, callback, None, tb, process)
+    err.cause_repr = cause_repr
+    where = f" in process {process}" if process is not None else ""
+    err.args = (f"vertex {vertex} of stage {stage!r}{where} failed in {callback} at {time!r}: "
+                f"{cause_repr}",)
+    return err
+
+
+class ComputationFailed(NaiadError):
+    """A process of the computation failed or disappeared; the message says which and why."""

@@ -1,0 +1,61 @@
+"""``naiad.execute``: run an SPMD program in this process or in several local processes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List
+
+from naiad.computation import Computation, check_options
+
+__all__ = ["execute", "run_program"]
+
+
+def run_program(program: Callable[[Computation], Any], comp: Computation) -> Any:
+    """Run ``program(comp)``; afterwards nothing of the computation is left running."""
+    try:
+        result = program(comp)
+    except BaseException:
+        comp.shutdown()
+        if comp._failure is not None:
+            raise comp._failure
+        raise
+    comp.finish()
+    return result
+
+
+def execute(program: Callable[[Computation], Any], *, processes: int = 1, workers: int = 1,
+            **options: Any) -> List[Any]:
+    """Run ``program(comp)`` in every process; return the list of their return values.
+
+    ``processes=1`` runs in the calling process; more processes are started locally and
+    connected over ZeroMQ on loopback (the program travels by cloudpickle).  ``workers`` is
+    worker threads per process.  Raises the first failure of any process.
+
+    >>> import naiad
+    >>> def program(comp):
+    ...     inp = comp.new_input()
+    ...     got = inp.stream.collect()
+    ...     comp.activate()
+    ...     inp.on_next(range(comp.process_index, 6, comp.processes))
+    ...     inp.on_completed()
+    ...     comp.join()
+    ...     return sorted(got.results[0])
+    >>> naiad.execute(program, workers=2)
+    [[0, 1, 2, 3, 4, 5]]
+    """
+    if not callable(program):
+        msg = f"execute needs a callable program(comp); got {type(program).__name__}"
+        raise TypeError(msg)
+    for name, value in (("processes", processes), ("workers", workers)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            msg = f"{name} must be a positive integer; got {value!r}"
+            raise ValueError(msg)
+    options = {k: v for k, v in check_options(options).items()}
+    if options.get("checkpoint_dir"):
+        from naiad.recovery import execute_with_recovery
+        return execute_with_recovery(program, processes=processes, workers=workers,
+                                     options=options)
+    if processes == 1:
+        comp = Computation(process_index=0, processes=1, workers=workers, **options)
+        return [run_program(program, comp)]
+    from naiad.launch import launch_local
+    return launch_local(program, processes=processes, workers=workers, options=options)

@@ -1,0 +1,184 @@
+"""Inputs fed by the program, and outputs handed back per completed epoch (subscribe, collect)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
+
+from naiad.errors import GraphError, NaiadError, VertexError
+from naiad.graph import VERTEX, StageDef, Stream
+from naiad.vertex import Vertex
+from naiad.worker import INPUT_CLOSE, INPUT_EPOCH
+
+if TYPE_CHECKING:  # pragma: no cover
+    from naiad.computation import Computation
+
+__all__ = ["Input", "Subscription", "Collection", "subscribe", "collect"]
+
+
+class Input:
+    """An input stage: each ``on_next(records)`` is this process's share of the next epoch."""
+
+    def __init__(self, comp: "Computation", stage: StageDef):
+        self.comp = comp
+        self.stage = stage
+        self.name = stage.name
+        self.stream: Stream = stage.new_output()
+        self.epoch = 0
+        self.completed = False
+
+    def _check(self, what: str) -> None:
+        comp = self.comp
+        comp.check_failed()
+        if comp._state == "building":
+            msg = f"input {self.name!r}: {what} before comp.activate(); activate first"
+            raise NaiadError(msg)
+        if comp._state != "active":
+            msg = f"input {self.name!r}: {what} after the computation {comp._state}"
+            raise NaiadError(msg)
+        if self.completed:
+            msg = f"input {self.name!r}: {what} after on_completed()"
+            raise NaiadError(msg)
+
+    def on_next(self, records: Iterable[Any] = ()) -> None:
+        """Supply this process's records for the next epoch and seal that epoch."""
+        self._check("on_next")
+        recs = records if type(records) is list else list(records)
+        comp = self.comp
+        n = comp.workers_per_process
+        epoch = self.epoch
+        self.epoch += 1
+        if self.epoch > comp.epochs_fed:
+            comp.epochs_fed = self.epoch
+        post = comp.fabric.post
+        if n == 1:
+            post(0, (INPUT_EPOCH, self.stage.id, epoch, recs))
+            return
+        size = -(-len(recs) // n) if recs else 0
+        for i in range(n):
+            post(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+
+    def on_completed(self) -> None:
+        """No more epochs from this input."""
+        self._check("on_completed")
+        self.completed = True
+        for i in range(self.comp.workers_per_process):
+            self.comp.fabric.post(i, (INPUT_CLOSE, self.stage.id))
+
+    def __repr__(self) -> str:
+        return f"Input({self.name!r}, epoch={self.epoch})"
+
+
+class Subscription:
+    """Calls ``fn(epoch, records)`` once per completed epoch, in order, with this process's records."""
+
+    def __init__(self, comp: "Computation", name: str, fn: Callable[[int, list], Any]):
+        self.comp = comp
+        self.name = name
+        self.fn = fn
+        n = comp.workers_per_process
+        self._bounds: List[float] = [0] * n
+        self._parts: List[Dict[int, list]] = [{} for _ in range(n)]
+        self._lock = threading.Lock()
+        self.delivered = 0   # epochs handed to fn so far
+
+    def advance(self, local_index: int, bound: Optional[int], ready: Dict[int, list]) -> None:
+        """A worker's sink saw its input complete below epoch ``bound`` (None: all complete)."""
+        with self._lock:
+            parts = self._parts[local_index]
+            for e, recs in ready.items():
+                parts.setdefault(e, []).extend(recs)
+            self._bounds[local_index] = float("inf") if bound is None else bound
+            low = min(self._bounds)
+            target = self.comp.epochs_fed if low == float("inf") else int(low)
+            while self.delivered < target:
+                e = self.delivered
+                recs: list = []
+                for p in self._parts:
+                    got = p.pop(e, None)
+                    if got:
+                        recs.extend(got)
+                self.deliver(e, recs)
+                self.delivered = e + 1
+
+    def deliver(self, epoch: int, records: list) -> None:
+        self.fn(epoch, records)
+
+
+class Collection(Subscription):
+    """The records of each epoch that reached this process: ``results[epoch] -> list``."""
+
+    def __init__(self, comp: "Computation", name: str):
+        super().__init__(comp, name, self._store)
+        self.results: Dict[int, list] = {}
+
+    def _store(self, epoch: int, records: list) -> None:
+        self.results[epoch] = records
+
+    def records(self) -> list:
+        """All collected records, epoch by epoch."""
+        return [r for e in sorted(self.results) for r in self.results[e]]
+
+
+class _SinkVertex(Vertex):
+    """Keeps records per epoch and hands complete epochs to its subscription."""
+
+    _observer = True
+
+    def __init__(self, sub: Subscription):
+        super().__init__()
+        self.sub = sub
+        self.epochs: Dict[int, list] = {}
+        self.bound: Optional[int] = 0
+
+    def on_recv_batch(self, edge: int, messages: list, time) -> None:
+        lst = self.epochs.get(time[0])
+        if lst is None:
+            self.epochs[time[0]] = lst = []
+        lst.extend(messages)
+
+    def advance_to(self, bound: Optional[int]) -> None:
+        if bound == self.bound:
+            return
+        if bound is None:
+            ready, self.epochs = self.epochs, {}
+        else:
+            ready = {e: self.epochs.pop(e) for e in [e for e in self.epochs if e < bound]}
+        self.bound = bound
+        try:
+            self.sub.advance(self._worker.local_index, bound, ready)
+        except VertexError:
+            raise
+        except Exception as exc:
+            msg = f"subscriber of stage {self.stage.name!r} raised {type(exc).__name__}: {exc}"
+            raise RuntimeError(msg) from exc
+
+
+def _sink(stream: Stream, sub_factory: Callable[["Computation", str], Subscription],
+          what: str):
+    graph = stream.graph
+    graph.check_stream(stream, what)
+    if stream.scope is not graph.top:
+        msg = (f"{what} needs a stream outside any loop (its scope is {stream.scope.path()}); "
+               "leave the loop with loop.exit(stream) first")
+        raise GraphError(msg)
+    comp = graph.computation
+    name = graph.unique_name(None, what)
+    sub = sub_factory(comp, name)
+    stage = graph.add_stage(name, VERTEX, lambda: _SinkVertex(sub), graph.top, default=what)
+    stage.new_input(stream, None)
+    comp.subscriptions.append(sub)
+    return sub
+
+
+def subscribe(stream: Stream, fn: Callable[[int, list], Any]) -> Subscription:
+    """Call ``fn(epoch, records)`` once per completed epoch, in epoch order, in each process."""
+    if not callable(fn):
+        msg = f"subscribe needs a callable fn(epoch, records); got {type(fn).__name__}"
+        raise TypeError(msg)
+    return _sink(stream, lambda comp, name: Subscription(comp, name, fn), "subscribe")
+
+
+def collect(stream: Stream) -> Collection:
+    """Gather the records reaching this process, per epoch, into ``.results``."""
+    return _sink(stream, Collection, "collect")

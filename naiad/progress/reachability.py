@@ -1,0 +1,211 @@
+"""The could-result-in relation of a logical graph, compiled from the path summaries of its edges."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from naiad.progress.summary import PathSummary
+from naiad.progress.timestamp import Timestamp
+
+__all__ = ["GraphBuilder", "GraphError", "Reachability"]
+
+Pointstamp = tuple[int, Timestamp]
+
+
+class GraphError(Exception):
+    """The dataflow graph is malformed: an unknown location, a depth mismatch, or a stuck cycle."""
+
+
+class GraphBuilder:
+    """Collects the locations and summarized edges of a logical graph, then compiles them.
+
+    Locations are small integers (stages and connectors alike), each with the number of loop
+    counters of its timestamps and a name used in error messages.  An edge carries the summary of
+    what happens to a timestamp travelling along it.
+
+    >>> g = GraphBuilder()
+    >>> g.add_location(0, 0, "input")
+    >>> g.add_location(1, 1, "body")
+    >>> g.add_location(2, 0, "output")
+    >>> g.add_edge(0, 1, PathSummary.ingress(0))
+    >>> g.add_edge(1, 1, PathSummary.feedback(1))
+    >>> g.add_edge(1, 2, PathSummary.egress(1))
+    >>> r = g.build()
+    >>> assert r.summaries(0, 1) == (PathSummary.ingress(0),)
+    >>> assert r.could_result_in((1, Timestamp(0, (3,))), (1, Timestamp(0, (5,))))
+    >>> assert not r.could_result_in((1, Timestamp(0, (3,))), (1, Timestamp(0, (2,))))
+    >>> assert r.could_result_in((1, Timestamp(0, (3,))), (2, Timestamp(0)))
+    """
+
+    def __init__(self) -> None:
+        self._depths: dict[int, int] = {}
+        self._names: dict[int, str] = {}
+        self._edges: list[tuple[int, int, PathSummary]] = []
+
+    def add_location(self, loc: int, depth: int, name: str) -> None:
+        """Declare location ``loc`` whose timestamps have ``depth`` loop counters."""
+        if loc in self._depths:
+            msg = f"location {loc} is declared twice (as {self._names[loc]!r} and as {name!r})"
+            raise GraphError(msg)
+        if depth < 0:
+            msg = f"location {name!r} ({loc}) has negative depth {depth}; depth counts enclosing loops"
+            raise GraphError(msg)
+        self._depths[loc] = depth
+        self._names[loc] = name
+
+    def add_edge(self, src: int, dst: int, summary: PathSummary) -> None:
+        """Add an edge from ``src`` to ``dst`` along which timestamps change by ``summary``."""
+        for loc in (src, dst):
+            if loc not in self._depths:
+                msg = f"edge {src} -> {dst} names location {loc}, which was never added; call add_location first"
+                raise GraphError(msg)
+        if not isinstance(summary, PathSummary):
+            msg = f"edge {self._label(src)} -> {self._label(dst)} needs a PathSummary; got {summary!r}"
+            raise GraphError(msg)
+        src_depth, dst_depth = self._depths[src], self._depths[dst]
+        if summary.keep > src_depth or summary.output_depth != dst_depth:
+            if dst_depth == src_depth + 1:
+                hint = f"an edge into a loop takes PathSummary.ingress({src_depth})"
+            elif dst_depth == src_depth - 1:
+                hint = f"an edge out of a loop takes PathSummary.egress({src_depth})"
+            elif dst_depth == src_depth:
+                hint = f"an edge within a loop takes PathSummary.identity({src_depth}) or a feedback"
+            else:
+                hint = "an edge crosses at most one loop boundary"
+            msg = (
+                f"edge {self._label(src)} -> {self._label(dst)} has summary {summary!r}, which "
+                f"reads {summary.keep} loop counters and produces {summary.output_depth}, but the "
+                f"source has depth {src_depth} and the target depth {dst_depth}; {hint}"
+            )
+            raise GraphError(msg)
+        self._edges.append((src, dst, summary))
+
+    def _label(self, loc: int) -> str:
+        return f"{self._names[loc]!r} ({loc})"
+
+    def build(self) -> "Reachability":
+        """Compile the minimal path summaries between every ordered pair of locations."""
+        self._check_cycles()
+        outgoing: dict[int, list[tuple[int, PathSummary]]] = {loc: [] for loc in self._depths}
+        for src, dst, summary in self._edges:
+            outgoing[src].append((dst, summary))
+        table = {src: _closure(src, self._depths[src], outgoing) for src in self._depths}
+        return Reachability(dict(self._depths), dict(self._names), table)
+
+    def _check_cycles(self) -> None:
+        """Raise GraphError if some cycle's summary does not strictly advance timestamps.
+
+        Composing summaries keeps the smallest ``keep`` and adds up the deltas of the edges with
+        that smallest ``keep``.  So a cycle advances exactly when, among its edges with the least
+        ``keep`` k, one has a positive delta.  For each k, drop the edges keeping fewer than k
+        counters and the advancing edges keeping exactly k: any remaining edge keeping k that lies
+        on a cycle closes a cycle that does not advance.
+        """
+        for k in sorted({summary.keep for _, _, summary in self._edges}):
+            graph = nx.DiGraph()
+            graph.add_nodes_from(self._depths)
+            suspects = []
+            for src, dst, summary in self._edges:
+                if summary.keep > k or (summary.keep == k and not summary.delta):
+                    graph.add_edge(src, dst)
+                if summary.keep == k and not summary.delta:
+                    suspects.append((src, dst))
+            component = {}
+            for index, nodes in enumerate(nx.strongly_connected_components(graph)):
+                for node in nodes:
+                    component[node] = index
+            for src, dst in suspects:
+                if component[src] == component[dst]:
+                    cycle = [src] + nx.shortest_path(graph, dst, src)
+                    names = " -> ".join(self._label(loc) for loc in cycle)
+                    msg = (
+                        f"the cycle {names} does not advance timestamps, so an event on it could "
+                        f"result in itself; every cycle must pass through a feedback edge "
+                        f"(PathSummary.feedback) of the loop it stays in"
+                    )
+                    raise GraphError(msg)
+
+
+def _closure(
+    src: int, depth: int, outgoing: dict[int, list[tuple[int, PathSummary]]]
+) -> dict[int, tuple[PathSummary, ...]]:
+    """Minimal antichains of summaries of all paths from ``src``, by a worklist fixed point.
+
+    Summaries with the same ``keep`` are totally ordered, so an antichain holds at most one per
+    ``keep``, and each replacement is strictly smaller in a well-order: the iteration ends.
+    """
+    start = PathSummary.identity(depth)
+    best: dict[int, list[PathSummary]] = {src: [start]}
+    work = [(src, start)]
+    while work:
+        loc, summary = work.pop()
+        if summary not in best[loc]:
+            continue  # superseded by a smaller summary since it was queued
+        for dst, edge in outgoing[loc]:
+            new = summary.then(edge)
+            chain = best.setdefault(dst, [])
+            if any(old.less_equal(new) for old in chain):
+                continue
+            chain[:] = [old for old in chain if not new.less_equal(old)]
+            chain.append(new)
+            work.append((dst, new))
+    return {dst: tuple(sorted(chain)) for dst, chain in best.items()}
+
+
+class Reachability:
+    """The compiled could-result-in relation: minimal path summaries between locations.
+
+    A pointstamp ``(loc, time)`` could result in ``(loc2, time2)`` when some path from ``loc`` to
+    ``loc2`` has a summary ``s`` with ``s.apply(time)`` at most ``time2``; it is enough to try the
+    minimal summaries.  Built by :meth:`GraphBuilder.build`; immutable afterwards.
+    """
+
+    def __init__(
+        self,
+        depths: dict[int, int],
+        names: dict[int, str],
+        table: dict[int, dict[int, tuple[PathSummary, ...]]],
+    ) -> None:
+        self._depths = depths
+        self._names = names
+        self._table = table
+
+    def _known(self, loc: int) -> None:
+        if loc not in self._depths:
+            msg = f"location {loc} is not part of this graph; add it with GraphBuilder.add_location"
+            raise GraphError(msg)
+
+    def locations(self) -> list[int]:
+        """All locations, in increasing order."""
+        return sorted(self._depths)
+
+    def depth(self, loc: int) -> int:
+        """Number of loop counters of timestamps at ``loc``."""
+        self._known(loc)
+        return self._depths[loc]
+
+    def name(self, loc: int) -> str:
+        """The name given to ``loc``."""
+        self._known(loc)
+        return self._names[loc]
+
+    def summaries(self, src: int, dst: int) -> tuple[PathSummary, ...]:
+        """The minimal summaries of paths from ``src`` to ``dst``; empty if there is no path."""
+        self._known(src)
+        return self._table[src].get(dst, ())
+
+    def targets(self, src: int) -> dict[int, tuple[PathSummary, ...]]:
+        """Every location reachable from ``src`` (itself included) with its minimal summaries."""
+        self._known(src)
+        return dict(self._table[src])
+
+    def could_result_in(self, p: Pointstamp, q: Pointstamp) -> bool:
+        """Whether an event at pointstamp ``p`` could lead to an event at pointstamp ``q``."""
+        summaries = self._table[p[0]].get(q[0])
+        if not summaries:
+            return False
+        t1, t2 = p[1], q[1]
+        for summary in summaries:
+            if summary.apply(t1).less_equal(t2):
+                return True
+        return False

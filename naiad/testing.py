@@ -1,0 +1,92 @@
+"""Helpers to run a small dataflow and capture its output, used by the tests and by users' tests.
+
+>>> import naiad
+>>> from naiad.testing import run
+>>> run(lambda comp, s: s, [[3, 1], [2]], workers=2)
+{0: [1, 3], 1: [2]}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import naiad
+from naiad.computation import Computation
+from naiad.graph import Stream
+
+__all__ = ["run", "run_unary", "shard", "CONFIGURATIONS", "Cluster"]
+
+# (processes, workers per process) for tests that compare across configurations.
+CONFIGURATIONS: List[Tuple[int, int]] = [(1, 1), (1, 2), (1, 4)]
+
+
+def shard(records: Sequence[Any], index: int, count: int) -> list:
+    """The records process ``index`` of ``count`` supplies (round robin)."""
+    return list(records[index::count])
+
+
+def _sort_key(r: Any):
+    return repr(r) if not isinstance(r, (int, float, str, tuple)) else (0, r)
+
+
+def _sorted(records: Iterable[Any]) -> list:
+    records = list(records)
+    try:
+        return sorted(records)
+    except TypeError:
+        return sorted(records, key=repr)
+
+
+def run(build: Callable[[Computation, Stream], Stream], epochs: Sequence[Sequence[Any]], *,
+        processes: int = 1, workers: int = 1, sort: bool = True, timeout: float = 60.0,
+        **options: Any) -> Dict[int, list]:
+    """Feed ``epochs`` (a list of record lists) through ``build(comp, input_stream)``.
+
+    Each process supplies its round-robin share of every epoch.  Returns ``{epoch: records}``
+    merged over all processes (sorted unless ``sort=False``), epochs with no output included.
+    """
+    epochs = [list(e) for e in epochs]
+
+    def program(comp: Computation):
+        inp = comp.new_input(name="input")
+        out = build(comp, inp.stream)
+        got = out.collect()
+        comp.activate()
+        for e in epochs:
+            inp.on_next(shard(e, comp.process_index, comp.processes))
+        inp.on_completed()
+        comp.join(timeout=timeout)
+        return got.results
+
+    merged: Dict[int, list] = {}
+    for part in naiad.execute(program, processes=processes, workers=workers, **options):
+        for e, recs in part.items():
+            merged.setdefault(e, []).extend(recs)
+    if sort:
+        merged = {e: _sorted(recs) for e, recs in merged.items()}
+    return dict(sorted(merged.items()))
+
+
+def run_unary(factory: Callable[[], naiad.Vertex], epochs: Sequence[Sequence[Any]], *,
+              partition_by: Optional[Callable] = None, **kwargs: Any) -> Dict[int, list]:
+    """Run one unary stage of ``factory`` over ``epochs`` and return its output per epoch."""
+    import stages
+    return run(lambda comp, s: stages.unary(s, factory, partition_by=partition_by), epochs,
+               **kwargs)
+
+
+class Cluster:
+    """A (processes, workers) configuration, as the ``cluster`` pytest fixture provides it."""
+
+    def __init__(self, processes: int, workers: int):
+        self.processes = processes
+        self.workers = workers
+
+    def run(self, build, epochs, **kwargs) -> Dict[int, list]:
+        return run(build, epochs, processes=self.processes, workers=self.workers, **kwargs)
+
+    def execute(self, program, **options) -> list:
+        return naiad.execute(program, processes=self.processes, workers=self.workers, **options)
+
+    def __repr__(self) -> str:
+        return f"p{self.processes}w{self.workers}"

@@ -1,0 +1,60 @@
+"""The in-process fabric: worker inboxes are queues and batches are handed over by reference.
+
+A fabric is what a worker sees of the others: ``send`` a data batch to a worker,
+``broadcast_progress`` to every other worker, ``flush`` at the end of a step, ``stop`` all.
+Messages from one worker to another are delivered in the order sent (FIFO per pair).
+"""
+
+from __future__ import annotations
+
+from queue import SimpleQueue
+from typing import List
+
+__all__ = ["LocalFabric"]
+
+DATA, PROGRESS, STOP = 0, 1, 4
+
+
+class LocalFabric:
+    """All workers of this process; sending never copies or serialises a batch."""
+
+    def __init__(self, process_index: int, processes: int, workers_per_process: int):
+        self.process_index = process_index
+        self.processes = processes
+        self.workers_per_process = workers_per_process
+        self.first = process_index * workers_per_process
+        self.inboxes: List[SimpleQueue] = [SimpleQueue() for _ in range(workers_per_process)]
+        self.progress_messages = 0
+        self.progress_updates = 0
+
+    def inbox(self, local_index: int) -> SimpleQueue:
+        return self.inboxes[local_index]
+
+    def is_local(self, worker: int) -> bool:
+        return self.first <= worker < self.first + self.workers_per_process
+
+    def send(self, src: int, dst: int, conn_id: int, time, records: list) -> None:
+        self.inboxes[dst - self.first].put((DATA, conn_id, time, records))
+
+    def broadcast_progress(self, src: int, updates: list) -> None:
+        self.progress_messages += 1
+        self.progress_updates += len(updates)
+        msg = (PROGRESS, src, updates)
+        me = src - self.first
+        for i, q in enumerate(self.inboxes):
+            if i != me:
+                q.put(msg)
+
+    def flush(self, src: int) -> None:
+        """End of a worker's step: nothing is buffered in process."""
+
+    def post(self, local_index: int, msg: tuple) -> None:
+        """Deliver a control message (input, close, stop) to one local worker."""
+        self.inboxes[local_index].put(msg)
+
+    def stop(self, reason: str) -> None:
+        for q in self.inboxes:
+            q.put((STOP, reason))
+
+    def close(self) -> None:
+        """Release resources (nothing to release in process)."""

@@ -1,0 +1,317 @@
+"""A worker: owns one vertex per stage, schedules their callbacks and runs the progress protocol.
+
+Each worker is an independent state machine.  It talks to other workers only through its
+fabric (data batches and progress updates, FIFO per pair of workers) and keeps its own view of
+the occurrence and precursor counts in a :class:`~naiad.progress.Tracker`.  A step of the
+worker: take what arrived; deliver queued batches (messages before notifications); broadcast the
+accumulated progress updates; deliver the notifications that the frontier now allows.  An idle
+worker blocks on its inbox.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import deque
+from queue import Empty
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from naiad.errors import ProgressViolation, VertexError
+from naiad.graph import INPUT, LogicalGraph, StageDef
+from naiad.partition import partition
+from naiad.progress.buffer import ProgressBuffer
+from naiad.progress.timestamp import Timestamp
+from naiad.progress.tracker import Tracker
+from naiad.vertex import StageInfo, Vertex
+
+if TYPE_CHECKING:  # pragma: no cover
+    from naiad.computation import Computation
+
+__all__ = ["Worker", "DATA", "PROGRESS", "INPUT_EPOCH", "INPUT_CLOSE", "STOP"]
+
+# Inbox message tags (first element of each tuple).
+DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, WAKE = 0, 1, 2, 3, 4, 5
+
+# Batches delivered before the worker looks at its inbox again (keeps it responsive to STOP).
+_BATCHES_PER_STEP = 256
+
+
+class Worker:
+    """One worker thread's state: vertices, queues, pending notifications, progress view."""
+
+    def __init__(self, comp: "Computation", index: int, local_index: int, graph: LogicalGraph,
+                 reach, fabric, accumulate: bool = True, debug: bool = False):
+        self.comp = comp
+        self.index = index
+        self.local_index = local_index
+        self.graph = graph
+        self.fabric = fabric
+        self.peers = comp.workers
+        self.accumulate = accumulate
+        self.debug = debug
+        self.inbox = fabric.inbox(local_index)
+        self.tracker = Tracker(reach)
+        self.buffer = ProgressBuffer(reach)
+        self.pending: deque = deque()
+        self.notifications: Dict[Tuple[int, Timestamp], Vertex] = {}
+        self.observers: List[Any] = []
+        self.connectors = graph.connectors
+        self.stages = graph.stages
+        self.input_epoch: Dict[int, Optional[int]] = {}
+        self.stopped: Optional[str] = None
+        self.finished = False
+        self._seen_version = -1
+        self._notified: Dict[int, set] = {}
+        self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
+        # Every worker holds a capability at epoch 0 of every input (Naiad's initial pointstamps).
+        initial = []
+        for st in graph.stages:
+            if st.kind == INPUT:
+                self.input_epoch[st.id] = 0
+                initial.append(((st.loc, Timestamp(0)), self.peers))
+        if initial:
+            self.tracker.update_many(initial)
+
+    # ---- construction ---------------------------------------------------------------------
+    def _make_vertex(self, st: StageDef) -> Vertex:
+        try:
+            v = st.factory()
+        except Exception as exc:
+            raise VertexError(st.name, self.index, None, "the vertex factory", exc,
+                              traceback.format_exc()) from exc
+        if not isinstance(v, Vertex):
+            msg = (f"stage {st.name!r}: the factory returned {type(v).__name__}, not a "
+                   "naiad.Vertex; pass a Vertex subclass or a function returning an instance")
+            raise TypeError(msg)
+        v.index = self.index
+        v.stage = StageInfo(st.name, st.id, st.input_ports, st.output_count)
+        v._stagedef = st
+        v._out = [{} for _ in range(st.output_count)]
+        v._now = None
+        v._notify = self._notify_at
+        v._worker = self
+        if getattr(v, "_observer", False):
+            self.observers.append(v)
+        return v
+
+    # ---- the scheduling loop ----------------------------------------------------------------
+    def run(self) -> None:
+        """Run until the computation completes or is stopped; errors go to the computation."""
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the computation
+            self.comp._worker_failed(self, exc)
+        finally:
+            self.finished = True
+            self.comp._worker_exited(self)
+
+    def _loop(self) -> None:
+        inbox = self.inbox
+        tracker = self.tracker
+        while True:
+            self._take_inbox()
+            if self.stopped is not None:
+                return
+            worked = False
+            if self.pending:
+                self._run_pending()
+                worked = True
+            self._flush_progress()
+            if tracker.version != self._seen_version:
+                self._seen_version = tracker.version
+                if self.notifications and self._run_notifications():
+                    worked = True
+                if self.observers:
+                    self._observe()
+                self._flush_progress()
+            if worked or self.pending:
+                continue
+            if tracker.is_empty() and not self.buffer:
+                self.fabric.flush(self.index)
+                return
+            self.fabric.flush(self.index)
+            try:
+                msg = inbox.get(timeout=1.0)
+            except Empty:
+                continue
+            self._handle(msg)
+
+    def _take_inbox(self) -> None:
+        inbox = self.inbox
+        handle = self._handle
+        while not inbox.empty():
+            try:
+                msg = inbox.get_nowait()
+            except Empty:  # pragma: no cover - another reader cannot exist
+                return
+            handle(msg)
+
+    def _handle(self, msg: tuple) -> None:
+        tag = msg[0]
+        if tag == DATA:
+            self.pending.append((self.connectors[msg[1]], msg[2], msg[3]))
+        elif tag == PROGRESS:
+            self.tracker.update_many(msg[2])
+        elif tag == INPUT_EPOCH:
+            self._on_input(msg[1], msg[2], msg[3])
+        elif tag == INPUT_CLOSE:
+            self._on_close(msg[1])
+        elif tag == STOP:
+            self.stopped = msg[1]
+
+    # ---- messages -----------------------------------------------------------------------------
+    def _run_pending(self) -> None:
+        pending = self.pending
+        vertices = self.vertices
+        add = self.buffer.add
+        flush_each = not self.accumulate
+        for _ in range(_BATCHES_PER_STEP):
+            if not pending:
+                break
+            conn, time, records = pending.popleft()
+            v = vertices[conn.dst]
+            if self.debug:
+                self._check_not_notified(conn.dst, time)
+            v._now = time
+            try:
+                v.on_recv_batch(conn.dst_port, records, time)
+            except Exception as exc:
+                self._raise_vertex_error(v, time, "on_recv", exc)
+            v._now = None
+            self._flush_vertex(v)
+            add(conn.loc, time, -1)
+            if flush_each:
+                self._flush_progress()
+
+    def _flush_vertex(self, v: Vertex) -> None:
+        outs = v._out
+        for port in range(len(outs)):
+            buf = outs[port]
+            if buf:
+                conns = v._stagedef.outputs[port]
+                for time, records in buf.items():
+                    for conn in conns:
+                        self._route(conn, time, records)
+                buf.clear()
+
+    def _route(self, conn, time: Timestamp, records: list) -> None:
+        key = conn.exchange.key
+        add = self.buffer.add
+        if key is None or self.peers == 1:
+            self.pending.append((conn, time, records))
+            add(conn.loc, time, 1)
+            return
+        try:
+            parts = partition(records, key, self.peers)
+        except Exception as exc:
+            st = self.stages[conn.dst]
+            raise VertexError(st.name, self.index, time, "partition_by", exc,
+                              traceback.format_exc()) from exc
+        me = self.index
+        send = self.fabric.send
+        for dest in range(self.peers):
+            part = parts[dest]
+            if part:
+                add(conn.loc, time, 1)
+                if dest == me:
+                    self.pending.append((conn, time, part))
+                else:
+                    send(me, dest, conn.id, time, part)
+
+    # ---- notifications --------------------------------------------------------------------------
+    def _notify_at(self, v: Vertex, time: Timestamp) -> None:
+        key = (v._stagedef.id, time)
+        if key not in self.notifications:
+            self.notifications[key] = v
+            self.buffer.add(v._stagedef.loc, time, 1)
+
+    def _run_notifications(self) -> bool:
+        in_frontier = self.tracker.in_frontier
+        stages = self.stages
+        ready = [key for key in self.notifications
+                 if in_frontier(stages[key[0]].loc, key[1])]
+        if not ready:
+            return False
+        ready.sort(key=lambda k: k[1])
+        add = self.buffer.add
+        for key in ready:
+            v = self.notifications.pop(key)
+            time = key[1]
+            if self.debug:
+                self._notified.setdefault(key[0], set()).add(time)
+            v._now = time
+            try:
+                v.on_notify(time)
+            except Exception as exc:
+                self._raise_vertex_error(v, time, "on_notify", exc)
+            v._now = None
+            self._flush_vertex(v)
+            add(v._stagedef.loc, time, -1)
+            if not self.accumulate:
+                self._flush_progress()
+        return True
+
+    def _observe(self) -> None:
+        """Tell frontier observers (subscribe sinks) how far their input is complete."""
+        for v in self.observers:
+            st = v._stagedef
+            frontier = self.tracker.frontier_at(st.loc)
+            bound = min(t[0] for t in frontier) if frontier else None
+            v._now = None
+            try:
+                v.advance_to(bound)
+            except Exception as exc:
+                self._raise_vertex_error(v, Timestamp(bound if bound is not None else -1),
+                                         "subscribe", exc)
+
+    def _check_not_notified(self, stage_id: int, time: Timestamp) -> None:
+        for n in self._notified.get(stage_id, ()):
+            if time.less_equal(n):
+                msg = (f"stage {self.stages[stage_id].name!r} vertex {self.index} received a "
+                       f"message at {time!r} after it was notified at {n!r}")
+                raise ProgressViolation(msg)
+
+    # ---- inputs --------------------------------------------------------------------------------
+    def _on_input(self, stage_id: int, epoch: int, records: list) -> None:
+        st = self.stages[stage_id]
+        current = self.input_epoch[stage_id]
+        if current != epoch:  # pragma: no cover - the input handle numbers epochs
+            msg = f"input {st.name!r}: epoch {epoch} arrived while at {current}"
+            raise RuntimeError(msg)
+        t = Timestamp(epoch)
+        if records:
+            for conn in st.outputs[0]:
+                self._route(conn, t, records)
+        self.buffer.add(st.loc, Timestamp(epoch + 1), 1)
+        self.buffer.add(st.loc, t, -1)
+        self.input_epoch[stage_id] = epoch + 1
+
+    def _on_close(self, stage_id: int) -> None:
+        epoch = self.input_epoch[stage_id]
+        if epoch is None:
+            return
+        self.buffer.add(self.stages[stage_id].loc, Timestamp(epoch), -1)
+        self.input_epoch[stage_id] = None
+
+    # ---- progress ---------------------------------------------------------------------------------
+    def _flush_progress(self) -> None:
+        if not self.buffer:
+            return
+        updates = self.buffer.drain(self.tracker, hold=self.accumulate)
+        if updates:
+            self.fabric.broadcast_progress(self.index, updates)
+            self.tracker.update_many(updates)
+
+    # ---- errors -----------------------------------------------------------------------------------
+    def _raise_vertex_error(self, v: Vertex, time, callback: str, exc: Exception):
+        v._now = None
+        raise VertexError(v._stagedef.name, self.index, time, callback, exc,
+                          traceback.format_exc(), self.comp.process_index) from exc
+
+    def describe_progress(self) -> str:
+        """The active pointstamps of this worker's view, for a diagnostic."""
+        names = {st.loc: f"stage {st.name!r}" for st in self.stages}
+        for c in self.connectors:
+            names[c.loc] = f"edge {self.stages[c.src].name!r}->{self.stages[c.dst].name!r}"
+        parts = [f"{names.get(loc, loc)} at {t!r} (count {n})"
+                 for (loc, t), n in sorted(self.tracker.active().items(), key=lambda kv: kv[0][1])]
+        return "; ".join(parts) or "nothing active"

@@ -1,0 +1,1 @@
+"""Runnable samples, each checked by a test against a plain-Python or networkx oracle."""
