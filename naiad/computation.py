@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -35,6 +36,8 @@ def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
                f"{', '.join(sorted(OPTIONS))}")
         raise TypeError(msg)
     merged = dict(OPTIONS)
+    if os.environ.get("NAIAD_DEBUG_PROGRESS") == "1":
+        merged["debug_progress"] = True
     merged.update(options)
     return merged
 
