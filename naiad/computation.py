@@ -20,6 +20,8 @@ OPTIONS: Dict[str, Any] = {
     "connect_timeout": 30.0,     # seconds to wait for the other processes at start
     "heartbeat_timeout": 6.0,    # seconds of silence after which a peer counts as dead
     "secret": None,              # shared secret for CURVE authentication between hosts
+    "listen": None,              # address to listen on when hosts are not given (loopback)
+    "rendezvous": None,          # callable(endpoint) -> all endpoints, for launchers
     "checkpoint_dir": None,
     "checkpoint_every": None,
     "checkpoint_interval": None,

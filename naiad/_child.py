@@ -1,0 +1,59 @@
+"""Entry point of a process started by ``naiad.execute``: run the program, write the result."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit if the launching process disappears, so no orphan outlives it."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.5)
+
+
+def main(argv) -> int:
+    workdir, index, processes, workers, parent = argv
+    index, processes, workers, parent = int(index), int(processes), int(workers), int(parent)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    import cloudpickle
+
+    from naiad.computation import Computation
+    from naiad.execute import run_program
+    from naiad.launch import FileRendezvous, write_atomic
+
+    workdir = Path(workdir)
+    try:
+        program, options = cloudpickle.loads((workdir / "program.pkl").read_bytes())
+        options = dict(options)
+        options["rendezvous"] = FileRendezvous(str(workdir), index, processes,
+                                               timeout=float(options.get("connect_timeout", 30)))
+        comp = Computation(process_index=index, processes=processes, workers=workers, **options)
+        result = ("ok", run_program(program, comp), "")
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        result = ("error", exc, traceback.format_exc())
+        code = 1
+    try:
+        data = cloudpickle.dumps(result)
+    except Exception as exc:  # noqa: BLE001
+        if result[0] == "ok":
+            err = TypeError(f"process {index}: the program's return value cannot be pickled: {exc}")
+        else:
+            err = RuntimeError(f"process {index}: {type(result[1]).__name__}: {result[1]}")
+        data = cloudpickle.dumps(("error", err, result[2]))
+        code = 1
+    write_atomic(workdir / f"result.{index}", data)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

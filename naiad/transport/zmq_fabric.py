@@ -1,0 +1,385 @@
+"""The ZeroMQ fabric: workers in other processes reached over PUSH/PULL sockets.
+
+Each process binds one PULL socket.  Every worker thread owns one PUSH socket per remote process
+and sends there, in order, everything it addresses to that process: data batches and progress
+updates, accumulated during a step and pickled together as one message, so the channel between
+two workers is FIFO and no message is sent per record.  A communication thread receives,
+unpickles and dispatches into the local workers' inboxes, exchanges the start-up handshake,
+heartbeats and failure notices, and watches for silent peers.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+import zmq
+
+from naiad.errors import ComputationFailed, NaiadError, VertexError
+from naiad.transport.inproc import PROGRESS, DATA, LocalFabric
+from naiad.transport.security import CurveKeys, needs_authentication, resolve_secret
+
+__all__ = ["ZmqFabric"]
+
+log = logging.getLogger("naiad.transport")
+
+# Frame tags.
+BATCH, HELLO, BEAT, FAIL, DONE = b"D", b"H", b"B", b"F", b"E"
+_ITEMS_BEFORE_FLUSH = 64
+_BEAT_EVERY = 0.5
+
+
+def _host(endpoint: str) -> str:
+    return endpoint.rsplit(":", 1)[0]
+
+
+def _bind_address(host_port: str) -> str:
+    host, _, port = host_port.rpartition(":")
+    if host in ("localhost", ""):
+        host = "127.0.0.1"
+    return f"tcp://{host}:{port}"
+
+
+class ZmqFabric(LocalFabric):
+    """Local workers by queue, remote workers by ZeroMQ; constructed by ``Computation.activate``."""
+
+    def __init__(self, comp):
+        super().__init__(comp.process_index, comp.processes, comp.workers_per_process)
+        self.comp = comp
+        opts = comp.options
+        self.heartbeat_timeout = float(opts["heartbeat_timeout"])
+        self.ctx = zmq.Context()
+        self.keys: Optional[CurveKeys] = None
+        self.auth = None
+        self._closed = False
+        self._control: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(self.workers_per_process)]
+        self._out: List[Dict[int, list]] = [{} for _ in range(self.workers_per_process)]
+        self.bytes_sent = 0
+        self.messages_sent = 0
+        self.progress_bytes = 0
+        try:
+            self._start(comp)
+        except BaseException:
+            self._teardown()
+            raise
+
+    # ---- start-up ------------------------------------------------------------------------------
+    def _start(self, comp) -> None:
+        opts = comp.options
+        rendezvous = opts.get("rendezvous")
+        if comp.hosts is not None:
+            bind = _bind_address(comp.hosts[comp.process_index])
+            listen_hosts = [_bind_address(h)[6:] for h in comp.hosts]
+        else:
+            listen = opts.get("listen") or "127.0.0.1"
+            bind = f"tcp://{listen}:*"
+            listen_hosts = [f"{listen}:0"]
+        secret = resolve_secret(opts["secret"])
+        if secret is not None:
+            self.keys = CurveKeys(secret)
+            from zmq.auth.thread import ThreadAuthenticator
+            self.auth = ThreadAuthenticator(self.ctx)
+            self.auth.start()
+            self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
+        elif needs_authentication(listen_hosts):
+            msg = ("this computation listens beyond loopback, where anyone could connect and "
+                   "send pickled data: give every process the same secret (secret=... or the "
+                   "NAIAD_SECRET environment variable) to authenticate with ZeroMQ CURVE")
+            raise NaiadError(msg)
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.linger = 0
+        if self.keys is not None:
+            self.keys.serve(self.pull)
+        try:
+            self.pull.bind(bind)
+        except zmq.ZMQError as exc:
+            msg = f"process {comp.process_index} cannot listen on {bind}: {exc}"
+            raise NaiadError(msg) from exc
+        me = self.pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        if rendezvous is not None:
+            self.endpoints = list(rendezvous(me))
+        else:
+            self.endpoints = [_bind_address(h) for h in comp.hosts]
+        if len(self.endpoints) != self.processes:
+            msg = f"rendezvous returned {len(self.endpoints)} endpoints for {self.processes} processes"
+            raise NaiadError(msg)
+        self.fingerprint = comp.graph.fingerprint()
+        self._ctl_push: Dict[int, zmq.Socket] = {p: self._connect(p) for p in self._peers()}
+        self._hello: Dict[int, tuple] = {}
+        self._done_from: set = set()
+        self._last_heard: Dict[int, float] = {}
+        self._ready = threading.Event()
+        self._finished = threading.Event()
+        self._stop_thread = False
+        self._thread = threading.Thread(target=self._comm_loop, daemon=True,
+                                        name=f"naiad-comm-{self.process_index}")
+        self._thread.start()
+        self._wait_for_peers(float(opts["connect_timeout"]))
+
+    def _peers(self):
+        return [p for p in range(self.processes) if p != self.process_index]
+
+    def _connect(self, proc: int) -> zmq.Socket:
+        sock = self.ctx.socket(zmq.PUSH)
+        sock.linger = 0
+        sock.sndhwm = 0
+        if self.keys is not None:
+            self.keys.connect_as_client(sock)
+        sock.connect(self.endpoints[proc])
+        return sock
+
+    def _wait_for_peers(self, timeout: float) -> None:
+        if not self._ready.wait(timeout):
+            missing = [f"{p} ({self.endpoints[p]})" for p in self._peers() if p not in self._hello]
+            msg = (f"process {self.process_index} waited {timeout:.0f} s for process(es) "
+                   f"{', '.join(missing)}; start every process with the same --numprocs and "
+                   "--hosts, or raise connect_timeout")
+            raise ComputationFailed(msg)
+        self.comp.check_failed()
+        for p, (fp, workers, processes) in sorted(self._hello.items()):
+            if (workers, processes) != (self.workers_per_process, self.processes):
+                msg = (f"process {p} runs {processes} process(es) x {workers} worker(s) but "
+                       f"process {self.process_index} runs {self.processes} x "
+                       f"{self.workers_per_process}; give every process the same -n and -t")
+                raise ComputationFailed(msg)
+            if fp != self.fingerprint:
+                msg = (f"process {p} built a different dataflow graph (fingerprint {fp}) than "
+                       f"process {self.process_index} ({self.fingerprint}); every process must "
+                       "build the same stages in the same order")
+                raise ComputationFailed(msg)
+
+    # ---- the worker side ---------------------------------------------------------------------
+    def _proc(self, worker: int) -> int:
+        return worker // self.workers_per_process
+
+    def send(self, src: int, dst: int, conn_id: int, time, records: list) -> None:
+        proc = dst // self.workers_per_process
+        if proc == self.process_index:
+            self.inboxes[dst - self.first].put((DATA, conn_id, time, records))
+            return
+        out = self._out[src - self.first]
+        items = out.get(proc)
+        if items is None:
+            out[proc] = items = []
+        items.append((DATA, dst - proc * self.workers_per_process, conn_id, time, records))
+        if len(items) >= _ITEMS_BEFORE_FLUSH:
+            self._send_items(src, proc, items)
+            out[proc] = []
+
+    def broadcast_progress(self, src: int, updates: list) -> None:
+        super().broadcast_progress(src, updates)
+        out = self._out[src - self.first]
+        item = (PROGRESS, src, updates)
+        for proc in self._peers():
+            if proc in self._done_from:
+                continue
+            items = out.get(proc)
+            if items is None:
+                out[proc] = items = []
+            items.append(item)
+        self.flush(src)
+
+    def flush(self, src: int) -> None:
+        out = self._out[src - self.first]
+        for proc, items in out.items():
+            if items:
+                self._send_items(src, proc, items)
+        out.clear()
+
+    def _send_items(self, src: int, proc: int, items: list) -> None:
+        try:
+            payload = pickle.dumps(items, protocol=5)
+        except Exception:
+            self._explain_pickling(items)
+            raise
+        socks = self._push[src - self.first]
+        sock = socks.get(proc)
+        if sock is None:
+            socks[proc] = sock = self._connect(proc)
+        sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
+        self.messages_sent += 1
+        self.bytes_sent += len(payload)
+
+    def _explain_pickling(self, items: list) -> None:
+        graph = self.comp.graph
+        for item in items:
+            if item[0] != DATA:
+                continue
+            try:
+                pickle.dumps(item[4], protocol=5)
+            except Exception as exc:
+                conn = graph.connectors[item[2]]
+                src, dst = graph.stages[conn.src], graph.stages[conn.dst]
+                try:
+                    import cloudpickle  # records such as lambdas still travel
+                    cloudpickle.dumps(item[4])
+                except Exception:
+                    pass
+                else:
+                    continue
+                bad = next((r for r in item[4] if not _picklable(r)), None)
+                msg = (f"records sent from stage {src.name!r} to stage {dst.name!r} at "
+                       f"{item[3]!r} cannot be pickled to reach another process "
+                       f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
+                       "Records that cross processes must be picklable data")
+                raise VertexError(dst.name, item[1], item[3], "sending to another process",
+                                  exc, "", self.process_index) from exc
+
+    # ---- control ---------------------------------------------------------------------------------
+    def stop(self, reason: str) -> None:
+        super().stop(reason)
+        failure = self.comp._failure
+        if failure is not None and not getattr(failure, "_naiad_remote", False):
+            self._control.put((FAIL, failure))
+
+    def close(self) -> None:
+        """Tell the peers this process is done, wait (bounded) for theirs, release sockets."""
+        if self._closed:
+            return
+        if self.comp._failure is None:
+            self._control.put((DONE, None))
+            self._finished.wait(self.heartbeat_timeout + 2.0)
+        else:
+            self._control.put((DONE, None))
+            self._finished.wait(0.5)
+        self._teardown()
+
+    def _teardown(self) -> None:
+        self._closed = True
+        self._stop_thread = True
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        for socks in self._push:
+            for s in socks.values():
+                s.close(linger=0)
+        for s in getattr(self, "_ctl_push", {}).values():
+            s.close(linger=0)
+        pull = getattr(self, "pull", None)
+        if pull is not None:
+            pull.close(linger=0)
+        if self.auth is not None:
+            self.auth.stop()
+        self.ctx.term()
+
+    # ---- the communication thread -------------------------------------------------------------
+    def _comm_loop(self) -> None:
+        try:
+            self._comm()
+        except Exception as exc:  # noqa: BLE001 - must reach the computation
+            if not self._closed:
+                log.exception("communication thread failed")
+                self.comp.fail(ComputationFailed(f"process {self.process_index}: communication "
+                                                 f"thread failed: {exc!r}"))
+
+    def _comm(self) -> None:
+        me = self.process_index
+        hello = pickle.dumps((self.fingerprint, self.workers_per_process, self.processes))
+        for p, s in self._ctl_push.items():
+            s.send_multipart([HELLO, me.to_bytes(4, "little"), hello])
+        poller = zmq.Poller()
+        poller.register(self.pull, zmq.POLLIN)
+        start = time.monotonic()
+        next_beat = start
+        sent_done = False
+        inboxes = self.inboxes
+        while not self._stop_thread:
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + _BEAT_EVERY
+                for p, s in self._ctl_push.items():
+                    if p not in self._done_from:
+                        s.send_multipart([BEAT, me.to_bytes(4, "little"), b""])
+                self._check_silence(now, start)
+            while True:
+                try:
+                    tag, value = self._control.get_nowait()
+                except queue.Empty:
+                    break
+                if tag == FAIL:
+                    payload = _dump_failure(value, me)
+                    for p, s in self._ctl_push.items():
+                        s.send_multipart([FAIL, me.to_bytes(4, "little"), payload])
+                elif tag == DONE and not sent_done:
+                    sent_done = True
+                    for p, s in self._ctl_push.items():
+                        s.send_multipart([DONE, me.to_bytes(4, "little"), b""])
+            if sent_done and len(self._done_from) == self.processes - 1:
+                self._finished.set()
+            if not poller.poll(50):
+                continue
+            while True:
+                try:
+                    frames = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                tag = frames[0].bytes
+                if tag == BATCH:
+                    for item in pickle.loads(frames[1].buffer):
+                        if item[0] == DATA:
+                            inboxes[item[1]].put((DATA, item[2], item[3], item[4]))
+                        else:
+                            msg = (PROGRESS, item[1], item[2])
+                            for q in inboxes:
+                                q.put(msg)
+                    continue
+                proc = int.from_bytes(frames[1].bytes, "little")
+                self._last_heard[proc] = time.monotonic()
+                if tag == BEAT:
+                    continue
+                if tag == HELLO:
+                    self._hello[proc] = pickle.loads(frames[2].bytes)
+                    if len(self._hello) == self.processes - 1:
+                        self._ready.set()
+                elif tag == DONE:
+                    self._done_from.add(proc)
+                elif tag == FAIL:
+                    exc = _load_failure(frames[2].bytes, proc)
+                    self._done_from.add(proc)
+                    self.comp.fail(exc)
+
+    def _check_silence(self, now: float, start: float) -> None:
+        if not self._ready.is_set() or self.comp._failure is not None:
+            return
+        for p in self._peers():
+            if p in self._done_from:
+                continue
+            last = self._last_heard.get(p, start)
+            if now - last > self.heartbeat_timeout:
+                exc = ComputationFailed(
+                    f"process {p} ({self.endpoints[p]}) has sent nothing for "
+                    f"{now - last:.1f} s: it died or hangs; process {self.process_index} stops")
+                exc._naiad_remote = True
+                self._done_from.add(p)
+                self.comp.fail(exc)
+
+
+def _picklable(record: Any) -> bool:
+    try:
+        pickle.dumps(record, protocol=5)
+        return True
+    except Exception:
+        return False
+
+
+def _dump_failure(exc: BaseException, proc: int) -> bytes:
+    try:
+        return pickle.dumps(exc, protocol=5)
+    except Exception:
+        return pickle.dumps(ComputationFailed(f"process {proc} failed: {type(exc).__name__}: {exc}"))
+
+
+def _load_failure(payload: bytes, proc: int) -> BaseException:
+    try:
+        exc = pickle.loads(payload)
+    except Exception:
+        exc = ComputationFailed(f"process {proc} failed (its error could not be decoded)")
+    if not isinstance(exc, BaseException):
+        exc = ComputationFailed(f"process {proc} failed: {exc!r}")
+    exc._naiad_remote = True
+    return exc

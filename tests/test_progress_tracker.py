@@ -1,0 +1,507 @@
+"""The tracker and the update buffer against a brute-force could-result-in oracle on random graphs."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from naiad.progress import (
+    GraphBuilder,
+    GraphError,
+    PathSummary,
+    ProgressBuffer,
+    Reachability,
+    Timestamp,
+    Tracker,
+)
+from naiad.progress.tracker import DEBUG_ENV, debug_enabled
+
+Pointstamp = tuple[int, Timestamp]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _debug_progress():
+    """Every tracker in this module checks its invariants after each update."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DEBUG_ENV, "1")
+        yield
+
+
+# -- random graphs ------------------------------------------------------------------------------
+
+
+@dataclass
+class RandomGraph:
+    """Locations ``(depth, name)`` and edges ``(src, dst, kind, amount)`` of a loop-structured graph.
+
+    ``amount`` is the step of a feedback edge, the first counter value of an ingress edge
+    (standard ingress starts at 0), or the value a reset edge sets the innermost counter to.
+    Resets give pairs of locations several incomparable path summaries.
+    """
+
+    locations: list[tuple[int, str]] = field(default_factory=list)
+    edges: list[tuple[int, int, str, int]] = field(default_factory=list)
+
+    def new(self, depth: int) -> int:
+        loc = len(self.locations)
+        self.locations.append((depth, f"n{loc}@{depth}"))
+        return loc
+
+    def summary(self, src: int, kind: str, amount: int) -> PathSummary:
+        depth = self.locations[src][0]
+        if kind == "feedback":
+            return PathSummary.feedback(depth, amount)
+        if kind == "ingress":
+            return PathSummary(depth, 0, (amount,))
+        if kind == "reset":
+            return PathSummary(depth - 1, 0, (amount,))
+        return getattr(PathSummary, kind)(depth)
+
+    def builder(self) -> GraphBuilder:
+        builder = GraphBuilder()
+        for loc, (depth, name) in enumerate(self.locations):
+            builder.add_location(loc, depth, name)
+        for src, dst, kind, amount in self.edges:
+            builder.add_edge(src, dst, self.summary(src, kind, amount))
+        return builder
+
+
+def random_graph(rng: random.Random, size: int = 10, max_depth: int = 2) -> RandomGraph:
+    """A random DAG of identity edges in which loops (ingress, body, feedback, egress) nest."""
+    graph = RandomGraph()
+
+    def scope(depth: int, entry: int, budget: int) -> list[int]:
+        nodes = [entry]
+        while budget > 0:
+            budget -= 1
+            if depth < max_depth and budget >= 1 and rng.random() < 0.35:
+                head = graph.new(depth + 1)
+                for src in rng.sample(nodes, min(len(nodes), rng.randint(1, 2))):
+                    start = rng.choice([0, 0, 0, 1, 2])
+                    graph.edges.append((src, head, "ingress", start))
+                inner_budget = rng.randint(0, budget)
+                budget -= inner_budget
+                inner = scope(depth + 1, head, inner_budget)
+                for _ in range(rng.randint(1, 2)):
+                    back_from = rng.randrange(len(inner))
+                    back_to = rng.randrange(back_from + 1)
+                    graph.edges.append((inner[back_from], inner[back_to], "feedback", rng.randint(1, 2)))
+                out = graph.new(depth)
+                for src in rng.sample(inner, min(len(inner), rng.randint(1, 2))):
+                    graph.edges.append((src, out, "egress", 0))
+                nodes.append(out)
+            else:
+                node = graph.new(depth)
+                for src in rng.sample(nodes, min(len(nodes), rng.randint(1, 2))):
+                    graph.edges.append((src, node, "identity", 0))
+                nodes.append(node)
+        return nodes
+
+    first = graph.new(0)
+    nodes = scope(0, first, size)
+    if rng.random() < 0.5:  # a second input joining the first
+        second = graph.new(0)
+        graph.edges.append((second, rng.choice(nodes), "identity", 0))
+    links = nx.DiGraph()
+    links.add_nodes_from(range(len(graph.locations)))
+    links.add_edges_from((src, dst) for src, dst, _, _ in graph.edges)
+    inside = [loc for loc, (depth, _) in enumerate(graph.locations) if depth]
+    for _ in range(rng.randint(0, 3) if inside else 0):  # resets, off every cycle
+        src = rng.choice(inside)
+        depth = graph.locations[src][0]
+        dst = rng.choice([loc for loc in inside if graph.locations[loc][0] == depth])
+        if src != dst and not nx.has_path(links, dst, src):
+            graph.edges.append((src, dst, "reset", rng.randint(0, 2)))
+            links.add_edge(src, dst)
+    return graph
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+
+
+def step(kind: str, amount: int, counters: tuple[int, ...]) -> tuple[int, ...]:
+    """What one edge does to loop counters, written out by hand."""
+    if kind == "identity":
+        return counters
+    if kind == "ingress":
+        return counters + (amount,)
+    if kind == "egress":
+        return counters[:-1]
+    if kind == "reset":
+        return counters[:-1] + (amount,)
+    return counters[:-1] + (counters[-1] + amount,)
+
+
+class Oracle:
+    """could-result-in by breadth-first search over explicit ``(location, counters)`` states.
+
+    Dropping a cycle from a path can only lower the time it produces, so simple paths suffice;
+    on a simple path no counter exceeds the start's largest counter (or the largest ingress
+    or reset value) plus the sum of all feedback steps, and states beyond that bound are pruned.
+    """
+
+    def __init__(self, graph: RandomGraph) -> None:
+        self.graph = graph
+        self.outgoing: dict[int, list[tuple[int, str, int]]] = {}
+        for src, dst, kind, amount in graph.edges:
+            self.outgoing.setdefault(src, []).append((dst, kind, amount))
+        self.slack = sum(amount for _, _, kind, amount in graph.edges if kind == "feedback")
+        self.start = max((a for _, _, kind, a in graph.edges if kind in ("ingress", "reset")), default=0)
+        self._cache: dict[tuple[int, tuple[int, ...]], dict[int, set[tuple[int, ...]]]] = {}
+
+    def reached(self, loc: int, counters: tuple[int, ...], *, strict: bool = False) -> dict[int, set]:
+        """Counters reachable at each location from state ``(loc, counters)``.
+
+        With ``strict``, only by paths of at least one edge.
+        """
+        key = (loc, counters, strict)
+        if key not in self._cache:
+            bound = max(counters + (self.start,)) + self.slack
+            found: dict[int, set[tuple[int, ...]]] = {}
+            queue: deque[tuple[int, tuple[int, ...]]] = deque()
+            if strict:
+                queue.extend(self._next(loc, counters, bound))
+            else:
+                queue.append((loc, counters))
+            while queue:
+                here, state = queue.popleft()
+                if state in found.setdefault(here, set()):
+                    continue
+                found[here].add(state)
+                queue.extend(self._next(here, state, bound))
+            self._cache[key] = found
+        return self._cache[key]
+
+    def _next(self, loc: int, counters: tuple[int, ...], bound: int):
+        for dst, kind, amount in self.outgoing.get(loc, ()):
+            after = step(kind, amount, counters)
+            if max(after, default=0) <= bound:
+                yield dst, after
+
+    def could_result_in(self, p: Pointstamp, q: Pointstamp) -> bool:
+        (l1, t1), (l2, t2) = p, q
+        return any(
+            Timestamp(t1.epoch, c).less_equal(t2) for c in self.reached(l1, t1.counters).get(l2, ())
+        )
+
+    def frontier_at(self, active: list[Pointstamp], loc: int) -> list[Timestamp]:
+        times = {
+            Timestamp(t.epoch, c) for l, t in active for c in self.reached(l, t.counters).get(loc, ())
+        }
+        return sorted(t for t in times if not any(u.less_than(t) for u in times))
+
+    def has_stuck_cycle(self) -> bool:
+        """Whether some location returns to its time or earlier by a non-empty path.
+
+        Starting from counters all equal to the largest ingress start or reset value suffices: a cycle that
+        adds nothing to the counters it keeps maps such a time to one at most as large, and a
+        cycle that adds something maps every time to a strictly larger one.
+        """
+        for loc, (depth, _) in enumerate(self.graph.locations):
+            top = (self.start,) * depth
+            if any(c <= top for c in self.reached(loc, top, strict=True).get(loc, ())):
+                return True
+        return False
+
+
+def random_pointstamp(rng: random.Random, graph: RandomGraph) -> Pointstamp:
+    loc = rng.randrange(len(graph.locations))
+    depth = graph.locations[loc][0]
+    return loc, Timestamp(rng.randint(0, 1), tuple(rng.randint(0, 2) for _ in range(depth)))
+
+
+# -- reachability against the oracle ------------------------------------------------------------
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_reachability_matches_oracle(seed: int) -> None:
+    rng = random.Random(seed)
+    graph = random_graph(rng)
+    reach = graph.builder().build()
+    oracle = Oracle(graph)
+    pool = [random_pointstamp(rng, graph) for _ in range(12)]
+    for p in pool:
+        for q in pool:
+            assert reach.could_result_in(p, q) == oracle.could_result_in(p, q), (p, q)
+    for src, (depth, _) in enumerate(graph.locations):
+        reached = oracle.reached(src, (0,) * depth)
+        assert set(reach.targets(src)) == set(reached)
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_stuck_cycles_rejected_exactly(seed: int) -> None:
+    rng = random.Random(seed)
+    graph = random_graph(rng)
+    for _ in range(rng.randint(1, 2)):
+        src = rng.randrange(len(graph.locations))
+        same = [loc for loc, (d, _) in enumerate(graph.locations) if d == graph.locations[src][0]]
+        dst = rng.choice(same)
+        kind = "feedback" if graph.locations[src][0] and rng.random() < 0.3 else "identity"
+        graph.edges.append((src, dst, kind, 1))
+    builder = graph.builder()
+    if Oracle(graph).has_stuck_cycle():
+        with pytest.raises(GraphError, match="does not advance") as info:
+            builder.build()
+        assert "@" in str(info.value)  # names the locations
+    else:
+        builder.build()
+
+
+# -- the tracker against the oracle -------------------------------------------------------------
+
+
+def check_tracker(tracker: Tracker, counts: Counter, oracle: Oracle, graph: RandomGraph) -> None:
+    active = [p for p, n in counts.items() if n > 0]
+    assert tracker.active() == {p: counts[p] for p in active}
+    assert tracker.is_empty() == (not active)
+    frontier = []
+    for p in active:
+        expected = sum(1 for q in active if q != p and oracle.could_result_in(q, p))
+        assert tracker.precursors(*p) == expected, p
+        assert tracker.is_active(*p)
+        if not expected:
+            frontier.append(p)
+    assert tracker.frontier() == sorted(frontier, key=lambda p: (p[1], p[0]))
+    for p in frontier:
+        assert tracker.in_frontier(*p)
+    for loc in range(len(graph.locations)):
+        assert tracker.frontier_at(loc) == oracle.frontier_at(active, loc), loc
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_tracker_matches_oracle(seed: int) -> None:
+    rng = random.Random(seed)
+    graph = random_graph(rng)
+    reach = graph.builder().build()
+    oracle = Oracle(graph)
+    tracker = Tracker(reach)
+    assert tracker.debug
+    pool = [random_pointstamp(rng, graph) for _ in range(rng.randint(2, 10))]
+    counts: Counter = Counter()
+    for _ in range(rng.randint(1, 25)):
+        batch = [(rng.choice(pool), rng.choice([-2, -1, -1, 1, 1, 1, 2])) for _ in range(rng.randint(1, 3))]
+        before_active, before_version = set(tracker.active()), tracker.version
+        if len(batch) == 1:
+            (p, delta), = batch
+            tracker.update(p[0], p[1], delta)
+        else:
+            tracker.update_many(batch)
+        for p, delta in batch:
+            counts[p] += delta
+        for p in pool:
+            assert tracker.occurrence(*p) == counts[p]
+        if set(tracker.active()) != before_active:
+            assert tracker.version > before_version
+        else:
+            assert tracker.version >= before_version
+        check_tracker(tracker, counts, oracle, graph)
+        for p in pool:  # precursor counts of inactive pointstamps are counted afresh
+            active = [q for q, n in counts.items() if n > 0 and q != p]
+            assert tracker.precursors(*p) == sum(oracle.could_result_in(q, p) for q in active)
+
+
+def chain_tracker() -> Tracker:
+    builder = GraphBuilder()
+    for loc in range(3):
+        builder.add_location(loc, 0, f"s{loc}")
+    builder.add_edge(0, 1, PathSummary.identity(0))
+    builder.add_edge(1, 2, PathSummary.identity(0))
+    return Tracker(builder.build())
+
+
+def test_transient_negative_counts() -> None:
+    tracker = chain_tracker()
+    p = (1, Timestamp(0))
+    tracker.update(*p, -1)
+    assert tracker.occurrence(*p) == -1 and not tracker.is_active(*p) and tracker.is_empty()
+    assert tracker.version == 0
+    tracker.update(*p, +1)
+    assert tracker.occurrence(*p) == 0 and tracker.active() == {} and tracker.version == 0
+    tracker.update(*p, +2)
+    assert tracker.in_frontier(*p) and tracker.version == 1
+    tracker.update(*p, +1)
+    assert tracker.version == 1  # still active, same frontier
+
+
+def test_validate_names_the_broken_pointstamp() -> None:
+    tracker = chain_tracker()
+    tracker.update_many([((0, Timestamp(0)), 1), ((2, Timestamp(0)), 1)])
+    tracker._precursors[(2, Timestamp(0))] = 5  # corrupt the maintained count
+    with pytest.raises(AssertionError, match=r"\(2, Timestamp\(0\)\) has precursor count 5 but 1"):
+        tracker.validate()
+
+
+def test_debug_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DEBUG_ENV, "0")
+    assert not debug_enabled() and not chain_tracker().debug
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    assert debug_enabled() and chain_tracker().debug
+
+
+def test_rejects_malformed_pointstamps() -> None:
+    tracker = chain_tracker()
+    with pytest.raises(ValueError, match="has 0 loop counters but the time has 1"):
+        tracker.update(1, Timestamp(0, (3,)), 1)
+    with pytest.raises(ValueError, match="not part of the graph"):
+        tracker.update(9, Timestamp(0), 1)
+    with pytest.raises(TypeError, match="needs a Timestamp"):
+        tracker.update(1, (0, ()), 1)  # type: ignore[arg-type]
+
+
+# -- the buffer ---------------------------------------------------------------------------------
+
+
+def test_buffer_accumulates_and_orders() -> None:
+    tracker = chain_tracker()
+    buffer = ProgressBuffer(tracker.reach)
+    buffer.add(0, Timestamp(1), 1)
+    buffer.add(0, Timestamp(1), -1)
+    assert not buffer and buffer.pending() == 0
+    buffer.add_many([((2, Timestamp(0)), -1), ((1, Timestamp(2)), 2), ((0, Timestamp(0)), 1)])
+    assert buffer.drain(tracker) == [((0, Timestamp(0)), 1), ((1, Timestamp(2)), 2), ((2, Timestamp(0)), -1)]
+    assert not buffer
+
+
+def test_buffer_holds_only_retirements_behind_the_frontier() -> None:
+    tracker = chain_tracker()
+    tracker.update_many([((0, Timestamp(0)), 1), ((2, Timestamp(0)), 1), ((1, Timestamp(3)), 1)])
+    buffer = ProgressBuffer(tracker.reach)
+    buffer.add_many([((2, Timestamp(0)), -1), ((1, Timestamp(3)), -1), ((0, Timestamp(0)), -1)])
+    buffer.add(2, Timestamp(5), 1)
+    assert buffer.drain(tracker) == [((2, Timestamp(5)), 1), ((0, Timestamp(0)), -1)]
+    assert buffer.pending() == 2
+    assert buffer.drain(tracker, hold=False) == [((2, Timestamp(0)), -1), ((1, Timestamp(3)), -1)]
+    assert buffer.pending() == 0
+
+
+@dataclass
+class SimWorker:
+    tracker: Tracker
+    buffer: ProgressBuffer
+    events: Counter = field(default_factory=Counter)
+
+
+def successors(rng: random.Random, reach: Reachability, p: Pointstamp) -> list[Pointstamp]:
+    """Zero to two pointstamps that ``p`` could result in, other than ``p`` itself."""
+    loc, time = p
+    options = [(dst, s) for dst, found in reach.targets(loc).items() for s in found]
+    result = []
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        dst, summary = rng.choice(options)
+        after = summary.apply(time)
+        if rng.random() < 0.2:
+            after = Timestamp(after.epoch + 1, after.counters)
+        if (dst, after) != p:
+            result.append((dst, after))
+    return result
+
+
+def simulate(seed: int, hold: bool, workers: int) -> int:
+    """Workers retire events, buffer and broadcast updates FIFO per pair, in a random interleaving.
+
+    Checks at every step that no worker's view is ahead of the truth, and at the end that all
+    views drain to empty.  Returns how many drains held something back.
+    """
+    rng = random.Random(seed)
+    graph = random_graph(rng, size=8)
+    reach = graph.builder().build()
+    sim = [SimWorker(Tracker(reach), ProgressBuffer(reach)) for _ in range(workers)]
+    channels = {(a, b): deque() for a in range(workers) for b in range(workers)}
+    truth: Counter = Counter()
+    inputs = [loc for loc, (depth, _) in enumerate(graph.locations) if depth == 0]
+    for loc in rng.sample(inputs, min(len(inputs), rng.randint(1, 3))):
+        p = (loc, Timestamp(0))
+        truth[p] += 1
+        sim[rng.randrange(workers)].events[p] += 1
+    for worker in sim:
+        worker.tracker.update_many(truth.items())
+    holds = 0
+
+    def drain(index: int) -> None:
+        nonlocal holds
+        batch = sim[index].buffer.drain(sim[index].tracker, hold=hold)
+        holds += bool(sim[index].buffer)
+        if batch:
+            for other in range(workers):
+                channels[index, other].append(batch)
+
+    def deliver(sender: int, receiver: int) -> None:
+        sim[receiver].tracker.update_many(channels[sender, receiver].popleft())
+
+    def check_safety() -> None:
+        assert all(n >= 0 for n in truth.values())
+        for q, n in truth.items():
+            if n <= 0:
+                continue
+            for index, worker in enumerate(sim):
+                view = worker.tracker.active()
+                assert any(reach.could_result_in(r, q) for r in view), (
+                    f"worker {index} sees no pointstamp before the outstanding {q}: {view}"
+                )
+                assert any(t.less_equal(q[1]) for t in worker.tracker.frontier_at(q[0]))
+
+    for _ in range(120):
+        holders = [i for i, w in enumerate(sim) if +w.events]
+        busy = [key for key, queue in channels.items() if queue]
+        action = rng.random()
+        if holders and (action < 0.4 or not busy):
+            index = rng.choice(holders)
+            worker = sim[index]
+            p = rng.choice(sorted(+worker.events, key=lambda p: (p[1], p[0])))
+            made = successors(rng, reach, p) if sum(truth.values()) < 12 else []
+            worker.events[p] -= 1
+            truth[p] -= 1
+            worker.buffer.add(p[0], p[1], -1)
+            for q in made:
+                truth[q] += 1
+                sim[rng.randrange(workers)].events[q] += 1  # the message goes anywhere at once
+                worker.buffer.add(q[0], q[1], +1)
+            if rng.random() < 0.5:
+                drain(index)
+        elif busy and action < 0.8:
+            deliver(*rng.choice(busy))
+        else:
+            drain(rng.randrange(workers))
+        check_safety()
+
+    # Finish: retire everything, then let drains and deliveries run until quiet.
+    for index, worker in enumerate(sim):
+        for p, n in list((+worker.events).items()):
+            truth[p] -= n
+            worker.buffer.add(p[0], p[1], -n)
+        worker.events.clear()
+    for _ in range(1000):
+        for index in range(workers):
+            drain(index)
+        busy = [key for key, queue in channels.items() if queue]
+        if not busy:
+            break
+        rng.shuffle(busy)
+        for key in busy:
+            deliver(*key)
+            check_safety()
+    assert all(not n for n in truth.values())
+    for index, worker in enumerate(sim):
+        assert not worker.buffer, f"worker {index} still holds {worker.buffer.pending()} updates"
+        assert worker.tracker.is_empty(), f"worker {index} still sees {worker.tracker.active()}"
+    return holds
+
+
+@pytest.mark.parametrize("hold", [True, False])
+@given(seed=st.integers(0, 2**32 - 1), workers=st.integers(1, 3))
+@settings(max_examples=25, deadline=None)
+def test_buffered_protocol_is_safe(hold: bool, seed: int, workers: int) -> None:
+    simulate(seed, hold, workers)
+
+
+def test_holding_happens() -> None:
+    assert sum(simulate(seed, True, 3) for seed in range(10)) > 0
