@@ -17,7 +17,7 @@ from naiad.graph import Stream
 __all__ = ["run", "run_unary", "shard", "CONFIGURATIONS", "Cluster"]
 
 # (processes, workers per process) for tests that compare across configurations.
-CONFIGURATIONS: List[Tuple[int, int]] = [(1, 1), (1, 2), (1, 4)]
+CONFIGURATIONS: List[Tuple[int, int]] = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (3, 1), (3, 2)]
 
 
 def shard(records: Sequence[Any], index: int, count: int) -> list:

@@ -187,12 +187,30 @@ def test_edge_depth_mismatch() -> None:
     builder.add_location(1, 1, "inside")
     with pytest.raises(GraphError, match=r"'outside' \(0\) -> 'inside' \(1\).*ingress\(0\)"):
         builder.add_edge(0, 1, ID0)
-    with pytest.raises(GraphError, match="never added"):
-        builder.add_edge(0, 7, ID0)
+    builder.add_edge(0, 7, ID0)  # locations may be declared after their edges
+    with pytest.raises(GraphError, match="edge 0 -> 7 names location 7, which was never added"):
+        builder.build()
     with pytest.raises(GraphError, match="declared twice"):
         builder.add_location(1, 1, "again")
     with pytest.raises(GraphError, match="PathSummary"):
         builder.add_edge(0, 0, (0, 0, ()))  # type: ignore[arg-type]
+
+
+def test_edges_before_locations() -> None:
+    builder = GraphBuilder()
+    builder.add_edge(0, 1, PathSummary.ingress(0))
+    builder.add_edge(1, 1, PathSummary.feedback(1))
+    builder.add_location(1, 1, "loop")
+    builder.add_location(0, 0, "input")
+    assert builder.build().summaries(0, 1) == (PathSummary.ingress(0),)
+    with pytest.raises(GraphError, match="'loop' \\(1\\) -> 'input' \\(0\\).*egress\\(1\\)"):
+        builder.add_edge(1, 0, ID1)
+    late = GraphBuilder()
+    late.add_edge(0, 1, ID0)
+    late.add_location(0, 0, "outside")
+    late.add_location(1, 1, "inside")
+    with pytest.raises(GraphError, match="'outside' \\(0\\) -> 'inside' \\(1\\).*ingress\\(0\\)"):
+        late.build()
 
 
 def test_unknown_location_queries() -> None:

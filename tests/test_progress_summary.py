@@ -49,7 +49,7 @@ def chains(draw: st.DrawFn) -> tuple[Timestamp, list[PathSummary]]:
 
 
 @given(chains())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_then_agrees_with_applying_in_sequence(case: tuple[Timestamp, list[PathSummary]]) -> None:
     t, path = case
     composed = path[0]
@@ -62,7 +62,7 @@ def test_then_agrees_with_applying_in_sequence(case: tuple[Timestamp, list[PathS
 
 
 @given(chains())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_then_is_associative(case: tuple[Timestamp, list[PathSummary]]) -> None:
     _, path = case
     if len(path) < 3:
@@ -72,7 +72,7 @@ def test_then_is_associative(case: tuple[Timestamp, list[PathSummary]]) -> None:
 
 
 @given(st.integers(0, 3), st.data())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_less_equal_is_sound_and_exact(depth: int, data: st.DataObject) -> None:
     a = data.draw(summaries(depth))
     b = data.draw(summaries(depth))
@@ -110,7 +110,7 @@ def test_less_equal_incomparable() -> None:
 
 
 @given(st.integers(0, 3), st.data())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_advances_matches_brute_force(depth: int, data: st.DataObject) -> None:
     summary = data.draw(summaries(depth))
     if summary.output_depth != depth:
@@ -163,3 +163,18 @@ def test_invalid_uses() -> None:
         PathSummary.identity(2).apply(Timestamp(0, (1,)))
     with pytest.raises(ValueError, match="different depths"):
         PathSummary.identity(1).then(PathSummary.identity(3))
+
+
+def test_public_surface() -> None:
+    import naiad.progress as progress
+
+    assert sorted(progress.__all__) == [
+        "GraphBuilder",
+        "GraphError",
+        "PathSummary",
+        "ProgressBuffer",
+        "Reachability",
+        "Timestamp",
+        "Tracker",
+    ]
+    assert all(hasattr(progress, name) for name in progress.__all__)

@@ -390,18 +390,17 @@ class SimWorker:
     events: Counter = field(default_factory=Counter)
 
 
-def successors(rng: random.Random, reach: Reachability, p: Pointstamp) -> list[Pointstamp]:
-    """Zero to two pointstamps that ``p`` could result in, other than ``p`` itself."""
+def successors(rng: random.Random, reach: Reachability, p: Pointstamp, many: bool) -> list[Pointstamp]:
+    """Pointstamps other than ``p`` that ``p`` could result in: up to three, or up to one."""
     loc, time = p
     options = [(dst, s) for dst, found in reach.targets(loc).items() for s in found]
     result = []
-    for _ in range(rng.choice([0, 1, 1, 2])):
+    for _ in range(rng.choice([1, 1, 2, 2, 3] if many else [0, 0, 1])):
         dst, summary = rng.choice(options)
         after = summary.apply(time)
-        if rng.random() < 0.2:
+        if (dst, after) == p or rng.random() < 0.2:
             after = Timestamp(after.epoch + 1, after.counters)
-        if (dst, after) != p:
-            result.append((dst, after))
+        result.append((dst, after))
     return result
 
 
@@ -457,7 +456,7 @@ def simulate(seed: int, hold: bool, workers: int) -> int:
             index = rng.choice(holders)
             worker = sim[index]
             p = rng.choice(sorted(+worker.events, key=lambda p: (p[1], p[0])))
-            made = successors(rng, reach, p) if sum(truth.values()) < 12 else []
+            made = successors(rng, reach, p, many=sum(truth.values()) < 10)
             worker.events[p] -= 1
             truth[p] -= 1
             worker.buffer.add(p[0], p[1], -1)

@@ -54,37 +54,48 @@ class GraphBuilder:
         self._names[loc] = name
 
     def add_edge(self, src: int, dst: int, summary: PathSummary) -> None:
-        """Add an edge from ``src`` to ``dst`` along which timestamps change by ``summary``."""
+        """Add an edge from ``src`` to ``dst`` along which timestamps change by ``summary``.
+
+        The edge is checked against the depths of its endpoints now if both are declared, and
+        otherwise by :meth:`build`.
+        """
+        if not isinstance(summary, PathSummary):
+            msg = f"edge {src} -> {dst} needs a PathSummary; got {summary!r}"
+            raise GraphError(msg)
+        if src in self._depths and dst in self._depths:
+            self._check_edge(src, dst, summary)
+        self._edges.append((src, dst, summary))
+
+    def _check_edge(self, src: int, dst: int, summary: PathSummary) -> None:
         for loc in (src, dst):
             if loc not in self._depths:
-                msg = f"edge {src} -> {dst} names location {loc}, which was never added; call add_location first"
+                msg = f"edge {src} -> {dst} names location {loc}, which was never added; call add_location"
                 raise GraphError(msg)
-        if not isinstance(summary, PathSummary):
-            msg = f"edge {self._label(src)} -> {self._label(dst)} needs a PathSummary; got {summary!r}"
-            raise GraphError(msg)
         src_depth, dst_depth = self._depths[src], self._depths[dst]
-        if summary.keep > src_depth or summary.output_depth != dst_depth:
-            if dst_depth == src_depth + 1:
-                hint = f"an edge into a loop takes PathSummary.ingress({src_depth})"
-            elif dst_depth == src_depth - 1:
-                hint = f"an edge out of a loop takes PathSummary.egress({src_depth})"
-            elif dst_depth == src_depth:
-                hint = f"an edge within a loop takes PathSummary.identity({src_depth}) or a feedback"
-            else:
-                hint = "an edge crosses at most one loop boundary"
-            msg = (
-                f"edge {self._label(src)} -> {self._label(dst)} has summary {summary!r}, which "
-                f"reads {summary.keep} loop counters and produces {summary.output_depth}, but the "
-                f"source has depth {src_depth} and the target depth {dst_depth}; {hint}"
-            )
-            raise GraphError(msg)
-        self._edges.append((src, dst, summary))
+        if summary.keep <= src_depth and summary.output_depth == dst_depth:
+            return
+        if dst_depth == src_depth + 1:
+            hint = f"an edge into a loop takes PathSummary.ingress({src_depth})"
+        elif dst_depth == src_depth - 1:
+            hint = f"an edge out of a loop takes PathSummary.egress({src_depth})"
+        elif dst_depth == src_depth:
+            hint = f"an edge within a loop takes PathSummary.identity({src_depth}) or a feedback"
+        else:
+            hint = "an edge crosses at most one loop boundary"
+        msg = (
+            f"edge {self._label(src)} -> {self._label(dst)} has summary {summary!r}, which "
+            f"reads {summary.keep} loop counters and produces {summary.output_depth}, but the "
+            f"source has depth {src_depth} and the target depth {dst_depth}; {hint}"
+        )
+        raise GraphError(msg)
 
     def _label(self, loc: int) -> str:
         return f"{self._names[loc]!r} ({loc})"
 
     def build(self) -> "Reachability":
         """Compile the minimal path summaries between every ordered pair of locations."""
+        for src, dst, summary in self._edges:
+            self._check_edge(src, dst, summary)
         self._check_cycles()
         outgoing: dict[int, list[tuple[int, PathSummary]]] = {loc: [] for loc in self._depths}
         for src, dst, summary in self._edges:

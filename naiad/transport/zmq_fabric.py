@@ -11,6 +11,7 @@ heartbeats and failure notices, and watches for silent peers.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import queue
 import threading
@@ -57,6 +58,7 @@ class ZmqFabric(LocalFabric):
         self.auth = None
         self._closed = False
         self._control: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(self.workers_per_process)]
         self._out: List[Dict[int, list]] = [{} for _ in range(self.workers_per_process)]
         self.bytes_sent = 0
@@ -235,23 +237,30 @@ class ZmqFabric(LocalFabric):
         super().stop(reason)
         failure = self.comp._failure
         if failure is not None and not getattr(failure, "_naiad_remote", False):
-            self._control.put((FAIL, failure))
+            self._post_control(FAIL, failure)
+
+    def _post_control(self, tag: bytes, value: Any) -> None:
+        self._control.put((tag, value))
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:  # pragma: no cover - already closed
+            pass
 
     def close(self) -> None:
         """Tell the peers this process is done, wait (bounded) for theirs, release sockets."""
         if self._closed:
             return
-        if self.comp._failure is None:
-            self._control.put((DONE, None))
-            self._finished.wait(self.heartbeat_timeout + 2.0)
-        else:
-            self._control.put((DONE, None))
-            self._finished.wait(0.5)
+        self._post_control(DONE, None)
+        self._finished.wait(self.heartbeat_timeout + 2.0 if self.comp._failure is None else 0.5)
         self._teardown()
 
     def _teardown(self) -> None:
         self._closed = True
         self._stop_thread = True
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:
+            pass
         thread = getattr(self, "_thread", None)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=2.0)
@@ -259,13 +268,18 @@ class ZmqFabric(LocalFabric):
             for s in socks.values():
                 s.close(linger=0)
         for s in getattr(self, "_ctl_push", {}).values():
-            s.close(linger=0)
+            s.close(linger=500)   # lets a final DONE or FAIL reach a live peer
         pull = getattr(self, "pull", None)
         if pull is not None:
             pull.close(linger=0)
         if self.auth is not None:
             self.auth.stop()
         self.ctx.term()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # ---- the communication thread -------------------------------------------------------------
     def _comm_loop(self) -> None:
@@ -284,6 +298,7 @@ class ZmqFabric(LocalFabric):
             s.send_multipart([HELLO, me.to_bytes(4, "little"), hello])
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         start = time.monotonic()
         next_beat = start
         sent_done = False
@@ -311,7 +326,10 @@ class ZmqFabric(LocalFabric):
                         s.send_multipart([DONE, me.to_bytes(4, "little"), b""])
             if sent_done and len(self._done_from) == self.processes - 1:
                 self._finished.set()
-            if not poller.poll(50):
+            events = dict(poller.poll(max(1.0, (next_beat - time.monotonic()) * 1000)))
+            if self._wake_r in events:
+                os.read(self._wake_r, 4096)
+            if self.pull not in events:
                 continue
             while True:
                 try:

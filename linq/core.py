@@ -1,0 +1,292 @@
+"""The generic vertices every LINQ operator is built from, and errors that name the user function.
+
+Two vertex classes carry the whole LINQ layer:
+
+* :class:`MapVertex` applies a ``records -> records`` function to each batch as it arrives
+  (``select``, ``where``, ``select_many``, keying for an exchange).  It keeps no state.
+* :class:`PerTimeVertex` keeps one state object per timestamp: each batch updates the state of
+  its time and may emit records at once (``distinct``, ``join``, ``intersect``); the
+  notification at that time may emit more (``group_by``, ``count``, ``except_``) and always
+  drops the state.  State is keyed by the full :class:`~naiad.Timestamp`, loop counters
+  included, so records at different times never mix.
+
+Fast paths are list comprehensions over the batch.  When one raises, the operator's
+``diagnose(edge, records)`` replays the batch record by record through :func:`call`, which
+raises a :class:`UserFunctionError` naming the operator, the user function, the record and what
+was expected.  The engine wraps it in :class:`naiad.VertexError` with the stage (named after the
+operator, e.g. ``group_by(by_word)``), the vertex and the time.
+"""
+
+from __future__ import annotations
+
+import copy
+import reprlib
+from typing import Any, Callable, Iterable, List, Optional, Sequence
+
+from naiad.errors import NaiadError
+from naiad.graph import Stream
+from naiad.vertex import Vertex
+
+__all__ = ["UserFunctionError", "MapVertex", "PerTimeVertex", "call", "check_each",
+           "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE",
+           "map_stage", "per_time_stage", "key_pairs", "check_hashable", "check_keys"]
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 6
+
+# Shapes a user function's result must have (checked only when diagnosing a failure, except
+# for once-per-key reducers, which are always checked).
+ITERABLE = "an iterable of output records (a list, tuple, set or generator)"
+HASHABLE = "a hashable key (int, str, tuple, ...), since keys are grouped and exchanged by value"
+
+
+class UserFunctionError(NaiadError):
+    """A user function of a LINQ operator raised, or returned something of the wrong shape.
+
+    Fields: ``operator`` (e.g. ``"group_by(by_word)"``), ``role`` (``"reducer"``, ``"key"``,
+    ...), ``function`` (the callable's name), ``record`` (the argument(s), as a short repr) and
+    ``expected`` (the shape wanted, or ``None`` when the function itself raised).
+    """
+
+    def __init__(self, operator: str, role: str, function: Any, args: Sequence[Any],
+                 problem: str, expected: Optional[str] = None, hint: str = ""):
+        self.operator = operator
+        self.role = role
+        self.function = fn_name(function) if function is not None else None
+        self.record = ", ".join(_repr.repr(a) for a in args)
+        self.expected = expected
+        who = f"the {role} {self.function}" if function is not None else f"a {role}"
+        msg = f"{operator}: {who} {problem}"
+        if args:
+            msg += f" (called with {self.record})"
+        if expected is not None:
+            msg += f"; expected {expected}"
+        if hint:
+            msg += f"; {hint}"
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.args[0], self.operator, self.role, self.function,
+                           self.record, self.expected))
+
+
+def _rebuild(cls, msg, operator, role, function, record, expected):
+    err = Exception.__new__(cls)
+    Exception.__init__(err, msg)
+    err.operator, err.role, err.function = operator, role, function
+    err.record, err.expected = record, expected
+    return err
+
+
+# ---- naming and argument checks at graph construction ----------------------------------------
+def fn_name(fn: Any) -> str:
+    """A short, deterministic name for a user callable (stage names must agree across processes)."""
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def label(op: str, *fns: Any) -> str:
+    """A stage name such as ``group_by(by_word, total)``."""
+    return f"{op}({', '.join(fn_name(f) for f in fns)})"
+
+
+def need_callable(op: str, role: str, fn: Any, signature: str) -> None:
+    """Raise a TypeError at graph construction when ``fn`` is not callable."""
+    if not callable(fn):
+        msg = (f"{op} needs a callable {role} {signature}; got {type(fn).__name__} "
+               f"{_repr.repr(fn)}")
+        raise TypeError(msg)
+
+
+def need_stream(op: str, stream: Any, other: Any) -> Stream:
+    """Check that ``other`` is a Stream of the same computation and scope as ``stream``."""
+    if not isinstance(other, Stream):
+        msg = (f"{op} needs a Stream as its other input; got {type(other).__name__} "
+               f"{_repr.repr(other)} (did you pass an input handle instead of its .stream?)")
+        raise TypeError(msg)
+    stream.graph.check_stream(other, op)
+    stream.graph.check_same_scope(stream.scope, other.scope, op)
+    return other
+
+
+# ---- calling user functions carefully ----------------------------------------------------------
+def call(op: str, role: str, fn: Callable, args: Sequence[Any],
+         expect: Optional[str] = None) -> Any:
+    """``fn(*args)``, turning an exception or a result of the wrong shape into a clear error."""
+    try:
+        res = fn(*args)
+    except Exception as exc:
+        raise UserFunctionError(op, role, fn, args,
+                                f"raised {type(exc).__name__}: {exc}") from exc
+    if expect is ITERABLE:
+        if res is None:
+            raise UserFunctionError(op, role, fn, args, "returned None", expect,
+                                    "did you forget a return statement?")
+        try:
+            iter(res)
+        except TypeError:
+            raise UserFunctionError(op, role, fn, args,
+                                    f"returned {type(res).__name__} {_repr.repr(res)}, which is "
+                                    "not iterable", expect,
+                                    "wrap a single record in a list: [record]") from None
+    elif expect is HASHABLE:
+        try:
+            hash(res)
+        except TypeError:
+            raise UserFunctionError(op, role, fn, args,
+                                    f"returned unhashable {type(res).__name__} "
+                                    f"{_repr.repr(res)}", expect,
+                                    "convert lists to tuples") from None
+    return res
+
+
+def check_each(op: str, role: str, fn: Callable, expect: Optional[str] = None):
+    """A diagnosis: call ``fn`` on every record through :func:`call` (results discarded)."""
+    def diagnose(edge: int, records: Iterable[Any]) -> None:
+        for r in records:
+            call(op, role, fn, (r,), expect)
+    return diagnose
+
+
+def check_hashable(op: str, role: str = "record"):
+    """A diagnosis for operators that put records themselves in sets or dicts."""
+    def diagnose(edge: int, records: Iterable[Any]) -> None:
+        for r in records:
+            try:
+                hash(r)
+            except TypeError:
+                raise UserFunctionError(op, role, None, (r,), f"of type {type(r).__name__} is "
+                                        "unhashable", "hashable records, since they are "
+                                        "compared by value", "convert lists to tuples") from None
+    return diagnose
+
+
+def check_keys(op: str, *keys: Callable):
+    """A diagnosis for stages receiving ``(key, record)`` pairs made by :func:`key_pairs`;
+    ``keys[edge]`` is the key function of input ``edge``."""
+    def diagnose(edge: int, records: Iterable[Any]) -> None:
+        for k, r in records:
+            try:
+                hash(k)
+            except TypeError:
+                raise UserFunctionError(op, "key", keys[min(edge, len(keys) - 1)], (r,),
+                                        f"returned unhashable {type(k).__name__} "
+                                        f"{_repr.repr(k)}", HASHABLE,
+                                        "convert lists to tuples") from None
+    return diagnose
+
+
+# ---- the vertices -----------------------------------------------------------------------------
+class LinqVertex(Vertex):
+    """Shared behaviour: failure diagnosis, and a checkpoint of the per-time state only."""
+
+    op: str
+    diagnose: Optional[Callable[[int, list], None]]
+    state: dict
+
+    def _fail(self, exc: Exception, edge: int, records: list):
+        if isinstance(exc, UserFunctionError):
+            raise exc
+        if self.diagnose is not None:
+            self.diagnose(edge, records)      # raises the precise error when it finds it
+        msg = (f"{self.op} failed on a batch of {len(records)} record(s): "
+               f"{type(exc).__name__}: {exc}")
+        raise RuntimeError(msg) from exc
+
+    def checkpoint(self) -> Any:
+        """Only the per-time state; the user functions come back with the factory."""
+        return copy.deepcopy(getattr(self, "state", None))
+
+    def restore(self, state: Any) -> None:
+        if state is not None:
+            self.state = state
+
+
+class MapVertex(LinqVertex):
+    """Stateless: each batch becomes ``fn(records)``, sent at the same time on output 0."""
+
+    def __init__(self, op: str, fn: Callable[[list], list],
+                 diagnose: Optional[Callable[[int, list], None]] = None):
+        super().__init__()
+        self.op = op
+        self.fn = fn
+        self.diagnose = diagnose
+
+    def on_recv_batch(self, edge: int, records: list, time) -> None:
+        try:
+            out = self.fn(records)
+        except Exception as exc:
+            self._fail(exc, edge, records)
+        if out:
+            self.send_batch_by(0, out, time)
+
+    def checkpoint(self) -> Any:
+        return None
+
+
+class PerTimeVertex(LinqVertex):
+    """One state per time: ``on_batch(state, edge, records)`` may return records to send now;
+    at the notification ``on_done(state)`` may return records to send, and the state is dropped.
+
+    ``new_state()`` makes the state of a time the first time a record at that time arrives.
+    """
+
+    def __init__(self, op: str, new_state: Callable[[], Any],
+                 on_batch: Callable[[Any, int, list], Optional[list]],
+                 on_done: Optional[Callable[[Any], Optional[list]]] = None,
+                 diagnose: Optional[Callable[[int, list], None]] = None):
+        super().__init__()
+        self.op = op
+        self.new_state = new_state
+        self.on_batch = on_batch
+        self.on_done = on_done
+        self.diagnose = diagnose
+        self.state: dict = {}
+
+    def on_recv_batch(self, edge: int, records: list, time) -> None:
+        st = self.state.get(time)
+        if st is None:
+            st = self.state[time] = self.new_state()
+            self.notify_at(time)
+        try:
+            out = self.on_batch(st, edge, records)
+        except Exception as exc:
+            self._fail(exc, edge, records)
+        if out:
+            self.send_batch_by(0, out, time)
+
+    def on_notify(self, time) -> None:
+        st = self.state.pop(time)
+        if self.on_done is not None:
+            out = self.on_done(st)
+            if out:
+                self.send_batch_by(0, out, time)
+
+
+def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
+              diagnose: Optional[Callable[[int, list], None]] = None,
+              partition_by: Optional[Callable] = None) -> Stream:
+    """A stage of :class:`MapVertex`."""
+    import stages
+    return stages.unary(stream, lambda: MapVertex(op, fn, diagnose), partition_by=partition_by,
+                        name=op)
+
+
+def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=None,
+                   diagnose=None) -> Stream:
+    """A stage of :class:`PerTimeVertex` over ``inputs``: a list of ``(stream, partition_by)``."""
+    import stages
+    st = stages.new_stage(lambda: PerTimeVertex(op, new_state, on_batch, on_done, diagnose),
+                          name=op)
+    for s, key in inputs:
+        st.new_input(s, key)
+    return st.new_output()
+
+
+def key_pairs(stream: Stream, op: str, key: Callable, role: str = "key") -> Stream:
+    """``(key(r), r)`` for every record, computed once, before an exchange on the key."""
+    def fn(records: list) -> list:
+        return [(key(r), r) for r in records]
+    return map_stage(stream, f"{op}.key", fn, check_each(op, role, key, HASHABLE))

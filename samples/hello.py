@@ -1,0 +1,78 @@
+"""Hello, timely dataflow: numbers exchanged between workers by value, each worker saying what it sees.
+
+The first program of the timely dataflow book (``examples/hello.rs``): one input, an exchange
+by the record's value, and an inspecting vertex that prints ``worker W:\\thello X``.  Process 0
+introduces one number per round; each round is one epoch.
+
+Run it like any Naiad program, with Naiad's flags::
+
+    python -m samples.hello                  # one worker
+    python -m samples.hello -t 2             # two worker threads
+    python -m samples.hello -n 2 -p 0 &      # two processes, started by hand
+    python -m samples.hello -n 2 -p 1
+
+>>> import naiad
+>>> [seen] = naiad.execute(program, workers=2)
+>>> sorted(x for _, x in seen)
+[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from typing import List, Optional, Sequence, Tuple
+
+import naiad
+import stages
+
+__all__ = ["Inspect", "hello", "program", "main"]
+
+
+class Inspect(naiad.Vertex):
+    """Passes each record on as ``(worker index, record)``, printing it first if asked to."""
+
+    def __init__(self, verbose: bool = False):
+        super().__init__()
+        self.verbose = verbose
+
+    def on_recv(self, edge, message, time):
+        if self.verbose:
+            print(f"worker {self.index}:\thello {message}", flush=True)
+        self.send_by(0, (self.index, message), time)
+
+
+def hello(stream: naiad.Stream, verbose: bool = False) -> naiad.Stream:
+    """Exchange ``stream`` by value and inspect it: a stream of ``(worker, record)``."""
+    return stages.unary(stream, functools.partial(Inspect, verbose), partition_by=lambda x: x,
+                        name="hello")
+
+
+def program(comp: naiad.Computation, rounds: int = 10,
+            verbose: bool = False) -> List[Tuple[int, int]]:
+    """Process 0 sends ``round`` in epoch ``round``; returns the ``(worker, number)`` pairs seen here."""
+    inp = comp.new_input(name="numbers")
+    seen = hello(inp.stream, verbose).collect()
+    comp.activate()
+    for r in range(rounds):
+        inp.on_next([r] if comp.process_index == 0 else [])
+    inp.on_completed()
+    comp.join()
+    return [pair for epoch in sorted(seen.results) for pair in seen.results[epoch]]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run with Naiad's flags (-p, -n, -t, -h); ``--rounds N`` sets the number of rounds."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="samples.hello", add_help=False)
+    parser.add_argument("--rounds", type=int, default=10)
+    args, naiad_flags = parser.parse_known_args(argv)
+    comp = naiad.Computation.from_args(naiad_flags)
+    from naiad.execute import run_program
+    run_program(functools.partial(program, rounds=args.rounds, verbose=True), comp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
