@@ -29,7 +29,7 @@ from naiad.vertex import Vertex
 
 __all__ = ["UserFunctionError", "MapVertex", "PerTimeVertex", "call", "check_each",
            "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE",
-           "map_stage", "per_time_stage", "key_pairs", "check_hashable", "check_keys"]
+           "map_stage", "per_time_stage", "key_pairs", "check_hashable", "check_keys", "emit"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -140,6 +140,16 @@ def call(op: str, role: str, fn: Callable, args: Sequence[Any],
                                     f"{_repr.repr(res)}", expect,
                                     "convert lists to tuples") from None
     return res
+
+
+def emit(out: list, op: str, role: str, fn: Callable, args: Sequence[Any]) -> None:
+    """Extend ``out`` with the iterable ``fn(*args)`` returns (a reducer), reporting failures."""
+    res = call(op, role, fn, args, ITERABLE)
+    try:
+        out.extend(res)
+    except Exception as exc:
+        raise UserFunctionError(op, role, fn, args, f"returned an iterable that raised "
+                                f"{type(exc).__name__}: {exc} while it was read") from exc
 
 
 def check_each(op: str, role: str, fn: Callable, expect: Optional[str] = None):

@@ -38,7 +38,7 @@ def where(stream: Stream, pred: Callable[[Any], Any]) -> Stream:
     >>> import linq
     >>> from naiad.testing import run
     >>> run(lambda comp, s: s.where(lambda x: x % 2 == 0), [[1, 2, 3, 4], [5]])
-    {0: [2, 4]}
+    {0: [2, 4], 1: []}
     """
     need_callable("where", "predicate", pred, "pred(record) -> bool")
     op = label("where", pred)

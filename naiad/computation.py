@@ -126,6 +126,13 @@ class Computation:
         self.fabric = self._make_fabric()
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
+        self._global_view = None
+        if debug and self.processes == 1:
+            from naiad.debug import GlobalView
+            from naiad.progress.timestamp import Timestamp
+            self._global_view = GlobalView(reach, [((st.loc, Timestamp(0)), self.workers)
+                                                   for st in self.graph.stages
+                                                   if st.kind == INPUT])
         self._workers = [
             Worker(self, first + i, i, self.graph, reach, self.fabric,
                    accumulate=bool(self.options["accumulate"]), debug=debug)

@@ -51,6 +51,8 @@ class Worker:
         self.inbox = fabric.inbox(local_index)
         self.tracker = Tracker(reach)
         self.buffer = ProgressBuffer(reach)
+        self.global_view = comp._global_view if debug else None
+        self.add_progress = self.buffer.add if self.global_view is None else self._add_checked
         self.pending: deque = deque()
         self.notifications: Dict[Tuple[int, Timestamp], Vertex] = {}
         self.observers: List[Any] = []
@@ -93,6 +95,14 @@ class Worker:
             self.observers.append(v)
         return v
 
+    def _add_checked(self, loc: int, time: Timestamp, delta: int) -> None:
+        self.global_view.add(loc, time, delta)
+        self.buffer.add(loc, time, delta)
+
+    def _check_view(self) -> None:
+        names = {st.loc: f"stage {st.name!r}" for st in self.stages}
+        self.global_view.check(self.index, self.tracker, names.get)
+
     # ---- the scheduling loop ----------------------------------------------------------------
     def run(self) -> None:
         """Run until the computation completes or is stopped; errors go to the computation."""
@@ -118,6 +128,8 @@ class Worker:
             self._flush_progress()
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
+                if self.global_view is not None:
+                    self._check_view()
                 if self.notifications and self._run_notifications():
                     worked = True
                 if self.observers:
@@ -162,7 +174,7 @@ class Worker:
     def _run_pending(self) -> None:
         pending = self.pending
         vertices = self.vertices
-        add = self.buffer.add
+        add = self.add_progress
         flush_each = not self.accumulate
         for _ in range(_BATCHES_PER_STEP):
             if not pending:
@@ -195,7 +207,7 @@ class Worker:
 
     def _route(self, conn, time: Timestamp, records: list) -> None:
         key = conn.exchange.key
-        add = self.buffer.add
+        add = self.add_progress
         if key is None or self.peers == 1:
             self.pending.append((conn, time, records))
             add(conn.loc, time, 1)
@@ -222,7 +234,7 @@ class Worker:
         key = (v._stagedef.id, time)
         if key not in self.notifications:
             self.notifications[key] = v
-            self.buffer.add(v._stagedef.loc, time, 1)
+            self.add_progress(v._stagedef.loc, time, 1)
 
     def _run_notifications(self) -> bool:
         in_frontier = self.tracker.in_frontier
@@ -232,7 +244,7 @@ class Worker:
         if not ready:
             return False
         ready.sort(key=lambda k: k[1])
-        add = self.buffer.add
+        add = self.add_progress
         for key in ready:
             v = self.notifications.pop(key)
             time = key[1]
@@ -281,15 +293,15 @@ class Worker:
         if records:
             for conn in st.outputs[0]:
                 self._route(conn, t, records)
-        self.buffer.add(st.loc, Timestamp(epoch + 1), 1)
-        self.buffer.add(st.loc, t, -1)
+        self.add_progress(st.loc, Timestamp(epoch + 1), 1)
+        self.add_progress(st.loc, t, -1)
         self.input_epoch[stage_id] = epoch + 1
 
     def _on_close(self, stage_id: int) -> None:
         epoch = self.input_epoch[stage_id]
         if epoch is None:
             return
-        self.buffer.add(self.stages[stage_id].loc, Timestamp(epoch), -1)
+        self.add_progress(self.stages[stage_id].loc, Timestamp(epoch), -1)
         self.input_epoch[stage_id] = None
 
     # ---- progress ---------------------------------------------------------------------------------

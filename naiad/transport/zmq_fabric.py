@@ -197,7 +197,7 @@ class ZmqFabric(LocalFabric):
         try:
             payload = pickle.dumps(items, protocol=5)
         except Exception:
-            self._explain_pickling(items)
+            self._explain_pickling(src, items)
             raise
         socks = self._push[src - self.first]
         sock = socks.get(proc)
@@ -207,7 +207,7 @@ class ZmqFabric(LocalFabric):
         self.messages_sent += 1
         self.bytes_sent += len(payload)
 
-    def _explain_pickling(self, items: list) -> None:
+    def _explain_pickling(self, src: int, items: list) -> None:
         graph = self.comp.graph
         for item in items:
             if item[0] != DATA:
@@ -216,6 +216,7 @@ class ZmqFabric(LocalFabric):
                 pickle.dumps(item[4], protocol=5)
             except Exception as exc:
                 conn = graph.connectors[item[2]]
+                src_worker = src
                 src, dst = graph.stages[conn.src], graph.stages[conn.dst]
                 try:
                     import cloudpickle  # records such as lambdas still travel
@@ -229,8 +230,9 @@ class ZmqFabric(LocalFabric):
                        f"{item[3]!r} cannot be pickled to reach another process "
                        f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
                        "Records that cross processes must be picklable data")
-                raise VertexError(dst.name, item[1], item[3], "sending to another process",
-                                  exc, "", self.process_index) from exc
+                cause = TypeError(msg)
+                raise VertexError(src.name, src_worker, item[3], "sending to another process",
+                                  cause, "", self.process_index) from exc
 
     # ---- control ---------------------------------------------------------------------------------
     def stop(self, reason: str) -> None:

@@ -1,0 +1,223 @@
+"""Keyed operators that need every record of a time: group_by, cogroup_by, count, min, max, aggregate.
+
+Each waits for the notification of a time before it emits.  ``group_by`` and ``cogroup_by``
+compute the key once per record (a pipelined keying stage), exchange ``(key, record)`` pairs on
+the key and call the reducer once per key.  ``count``, ``min``, ``max`` and ``aggregate``
+combine locally first (one accumulator per key and time on each worker, no exchange), then
+exchange only the partial results and combine them again: for word count that sends one
+``(word, n)`` per distinct word and worker instead of one record per word.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from operator import itemgetter
+from typing import Any, Callable, Hashable, Iterable, Optional
+
+from naiad.graph import Stream
+from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, key_pairs, label,
+                       need_callable, need_stream, per_time_stage)
+
+__all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
+
+_first = itemgetter(0)
+_MISSING = object()
+_builtin_min, _builtin_max = min, max
+
+
+def _identity(record: Any) -> Any:
+    return record
+
+
+def group_by(stream: Stream, key: Callable[[Any], Hashable],
+             reducer: Callable[[Hashable, list], Iterable[Any]]) -> Stream:
+    """Per time, ``reducer(key, records)`` once per distinct key; emits every record it returns.
+
+    ``records`` is the list of records with that key at that time, in no particular order.
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> words = [["apple", "avocado", "banana"], ["cherry"]]
+    >>> run(lambda comp, s: s.group_by(lambda w: w[0], lambda k, ws: [(k, len(ws))]), words)
+    {0: [('a', 2), ('b', 1)], 1: [('c', 1)]}
+    """
+    need_callable("group_by", "key", key, "key(record) -> hashable")
+    need_callable("group_by", "reducer", reducer, "reducer(key, records) -> iterable")
+    op = label("group_by", key, reducer)
+
+    def on_batch(groups: dict, edge: int, records: list) -> None:
+        get = groups.get
+        for k, r in records:
+            lst = get(k)
+            if lst is None:
+                groups[k] = [r]
+            else:
+                lst.append(r)
+
+    def on_done(groups: dict) -> list:
+        out: list = []
+        for k, rs in groups.items():
+            emit(out, op, "reducer", reducer, (k, rs))
+        return out
+    pairs = key_pairs(stream, op, key)
+    return per_time_stage([(pairs, _first)], op, dict, on_batch, on_done, check_keys(op, key))
+
+
+def cogroup_by(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
+               other_key: Callable[[Any], Hashable],
+               reducer: Callable[[Hashable, list, list], Iterable[Any]]) -> Stream:
+    """Per time, ``reducer(key, mine, theirs)`` once per key present on either side.
+
+    ``mine`` are this stream's records with the key, ``theirs`` the other stream's (either
+    may be empty).
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> def build(comp, s):
+    ...     names = s.where(lambda r: r[0] == "name").select(lambda r: r[1:])
+    ...     ages = s.where(lambda r: r[0] == "age").select(lambda r: r[1:])
+    ...     return names.cogroup_by(ages, lambda r: r[0], lambda r: r[0],
+    ...                             lambda k, ns, ag: [(k, len(ns), len(ag))])
+    >>> run(build, [[("name", 1, "ann"), ("age", 1, 30), ("age", 2, 40)]])
+    {0: [(1, 1, 1), (2, 0, 1)]}
+    """
+    op = "cogroup_by"
+    need_stream(op, stream, other)
+    need_callable(op, "key", key, "key(record) -> hashable")
+    need_callable(op, "other key", other_key, "other_key(record) -> hashable")
+    need_callable(op, "reducer", reducer, "reducer(key, mine, theirs) -> iterable")
+    op = label(op, key, other_key, reducer)
+
+    def on_batch(groups: dict, edge: int, records: list) -> None:
+        get = groups.get
+        for k, r in records:
+            g = get(k)
+            if g is None:
+                g = groups[k] = ([], [])
+            g[edge].append(r)
+
+    def on_done(groups: dict) -> list:
+        out: list = []
+        for k, (mine, theirs) in groups.items():
+            emit(out, op, "reducer", reducer, (k, mine, theirs))
+        return out
+    left = key_pairs(stream, op, key)
+    right = key_pairs(other, op, other_key, "other key")
+    return per_time_stage([(left, _first), (right, _first)], op, dict, on_batch, on_done,
+                          check_keys(op, key, other_key))
+
+
+def count(stream: Stream) -> Stream:
+    """Per time, ``(record, n)`` for every distinct record, ``n`` its number of occurrences.
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> run(lambda comp, s: s.count(), [["a", "b", "a"], ["b"]], workers=2)
+    {0: [('a', 2), ('b', 1)], 1: [('b', 1)]}
+    """
+    def local_batch(counts: Counter, edge: int, records: list) -> None:
+        counts.update(records)
+
+    def merge(counts: dict, edge: int, records: list) -> None:
+        get = counts.get
+        for k, n in records:
+            counts[k] = get(k, 0) + n
+    local = per_time_stage([(stream, None)], "count.local", Counter, local_batch, _items,
+                           check_hashable("count"))
+    return per_time_stage([(local, _first)], "count", dict, merge, _items)
+
+
+def _items(acc: dict) -> list:
+    return list(acc.items())
+
+
+def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
+                combine: Callable[[Any, Any], Any], role: str) -> Stream:
+    """Local fold of ``value(r)`` per ``key(r)`` and time, an exchange of the partial
+    accumulators on the key, and a final fold of the partials with ``combine``."""
+    def fold(acc: dict, edge: int, records: list) -> None:
+        get = acc.get
+        for r in records:
+            k = key(r)
+            v = value(r)
+            cur = get(k, _MISSING)
+            acc[k] = v if cur is _MISSING else combine(cur, v)
+
+    def fold_checked(edge: int, records: list) -> None:
+        acc: dict = {}
+        for r in records:
+            k = call(op, "key", key, (r,), HASHABLE)
+            v = call(op, "value", value, (r,))
+            cur = acc.get(k, _MISSING)
+            acc[k] = v if cur is _MISSING else call(op, role, combine, (cur, v))
+
+    def merge(acc: dict, edge: int, records: list) -> None:
+        get = acc.get
+        for k, v in records:
+            cur = get(k, _MISSING)
+            acc[k] = v if cur is _MISSING else combine(cur, v)
+
+    def merge_checked(edge: int, records: list) -> None:
+        acc: dict = {}
+        for k, v in records:
+            cur = acc.get(k, _MISSING)
+            acc[k] = v if cur is _MISSING else call(op, role, combine, (cur, v))
+    local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items, fold_checked)
+    return per_time_stage([(local, _first)], op, dict, merge, _items, merge_checked)
+
+
+def min(stream: Stream, key: Callable[[Any], Hashable],
+        value: Optional[Callable[[Any], Any]] = None) -> Stream:
+    """Per time, ``(key, v)`` with ``v`` the least ``value(record)`` among records with that key.
+
+    ``value`` defaults to the record itself.
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> pairs = [[("a", 3), ("b", 5), ("a", 1)], [("a", 7)]]
+    >>> run(lambda comp, s: s.min(lambda r: r[0], lambda r: r[1]), pairs, workers=2)
+    {0: [('a', 1), ('b', 5)], 1: [('a', 7)]}
+    """
+    return _extreme(stream, "min", key, value, _builtin_min)
+
+
+def max(stream: Stream, key: Callable[[Any], Hashable],
+        value: Optional[Callable[[Any], Any]] = None) -> Stream:
+    """Per time, ``(key, v)`` with ``v`` the greatest ``value(record)`` among records with that key.
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> run(lambda comp, s: s.max(len, str.upper), [["ab", "cd", "e"]])
+    {0: [(1, 'E'), (2, 'CD')]}
+    """
+    return _extreme(stream, "max", key, value, _builtin_max)
+
+
+def _extreme(stream: Stream, name: str, key, value, combine) -> Stream:
+    need_callable(name, "key", key, "key(record) -> hashable")
+    if value is None:
+        value = _identity
+    need_callable(name, "value", value, "value(record) -> comparable")
+    return _combine_by(stream, label(name, key, value), key, value, combine, "comparison")
+
+
+def aggregate(stream: Stream, key: Callable[[Any], Hashable], value: Callable[[Any], Any],
+              combine: Callable[[Any, Any], Any]) -> Stream:
+    """Per time, ``(key, acc)``: the ``value(record)`` of each key folded with ``combine``.
+
+    ``combine(a, b)`` must be associative and commutative (it merges values and partial
+    accumulators alike, in any order): each worker folds its own records first and only the
+    partial accumulators cross the network.
+
+    >>> import linq
+    >>> from naiad.testing import run
+    >>> sales = [[("tea", 2), ("jam", 1), ("tea", 3)], [("jam", 4)]]
+    >>> add = lambda a, b: a + b
+    >>> run(lambda comp, s: s.aggregate(lambda r: r[0], lambda r: r[1], add), sales, workers=2)
+    {0: [('jam', 1), ('tea', 5)], 1: [('jam', 4)]}
+    """
+    need_callable("aggregate", "key", key, "key(record) -> hashable")
+    need_callable("aggregate", "value", value, "value(record) -> value")
+    need_callable("aggregate", "combine", combine, "combine(a, b) -> value")
+    return _combine_by(stream, label("aggregate", key, value, combine), key, value, combine,
+                       "combine")

@@ -1,0 +1,169 @@
+"""Several processes over ZeroMQ: processes started by hand, failures, security, mismatches."""
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+import naiad
+import stages
+from naiad.testing import run
+from naiad.transport.security import needs_authentication
+from tests import dist_programs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def expected_wordcount():
+    words = "the quick brown fox jumps over the lazy dog the end".split()
+    counts = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    return counts
+
+
+def test_processes_started_by_hand_with_naiad_flags():
+    ports = free_ports(2)
+    hosts = [f"127.0.0.1:{p}" for p in ports]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run",
+                               "tests.dist_programs:wordcount", "-p", str(i), "-n", "2",
+                               "-t", "2", "-h", *hosts],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=ROOT)
+             for i in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    merged = {}
+    for out, _ in outs:
+        for word, n in eval(out.strip().splitlines()[-1]):
+            assert word not in merged, "a key reached two processes"
+            merged[word] = n
+    assert merged == expected_wordcount()
+
+
+def test_execute_returns_one_result_per_process():
+    results = naiad.execute(dist_programs.wordcount, processes=3)
+    assert len(results) == 3
+    merged = dict(kv for part in results for kv in part)
+    assert merged == expected_wordcount()
+
+
+def test_a_killed_process_ends_the_computation_quickly():
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed, match=r"process 1 .*SIGKILL"):
+        run(lambda comp, s: stages.unary(s, dist_programs.KillSelf, name="killer"),
+            [[1, 2]] * 6, processes=2)
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_vertex_error_in_another_process_names_stage_vertex_time_and_process():
+    with pytest.raises(naiad.VertexError) as info:
+        run(lambda comp, s: stages.unary(s, dist_programs.Raise, name="lookup"),
+            [[1, 2, 3, 4]] * 4, processes=2, timeout=30)
+    err = info.value
+    assert (err.stage, err.vertex, err.time, err.process) == ("lookup", 1, naiad.Timestamp(2), 1)
+    assert "KeyError" in str(err) and "no such key" in str(err)
+
+
+def test_processes_with_different_graphs_are_detected_at_start():
+    def program(comp):
+        inp = comp.new_input(name="a" if comp.process_index == 0 else "b")
+        inp.stream.collect()
+        comp.activate()
+        inp.on_completed()
+        comp.join(timeout=20)
+
+    with pytest.raises(naiad.ComputationFailed, match="different dataflow graph"):
+        naiad.execute(program, processes=2)
+
+
+def test_a_missing_process_is_named_after_the_connect_timeout():
+    ports = free_ports(2)
+    comp = naiad.Computation(process_index=0, processes=2,
+                             hosts=[f"127.0.0.1:{p}" for p in ports], connect_timeout=1.5)
+    comp.new_input().stream.collect()
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed, match=rf"process\(es\) 1 \(tcp://127.0.0.1:{ports[1]}\)"):
+        comp.activate()
+    assert time.monotonic() - t0 < 10
+
+
+def test_listening_beyond_loopback_requires_a_secret():
+    assert needs_authentication(["10.0.0.5:2101", "127.0.0.1:2102"])
+    assert not needs_authentication(["127.0.0.1:2101", "localhost:2102"])
+    comp = naiad.Computation(process_index=0, processes=2,
+                             hosts=["10.255.255.1:2101", "10.255.255.2:2101"])
+    comp.new_input().stream.collect()
+    with pytest.raises(naiad.NaiadError, match="secret"):
+        comp.activate()
+
+
+class _Exploit:
+    """A record whose unpickling would run code: the attack a stranger would try."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_curve_rejects_a_stranger_who_does_not_know_the_secret(tmp_path):
+    marker = str(tmp_path / "pwned")
+
+    def program(comp):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        if comp.process_index == 0:
+            ctx = zmq.Context.instance()
+            stranger = ctx.socket(zmq.PUSH)
+            stranger.linger = 0
+            stranger.connect(comp.fabric.endpoints[1])
+            stranger.send_multipart([b"D", pickle.dumps([_Exploit(marker)])])
+            time.sleep(0.5)
+            stranger.close()
+        inp.on_next([comp.process_index])
+        inp.on_completed()
+        comp.join(timeout=30)
+        return sorted(got.results[0])
+
+    assert naiad.execute(program, processes=2, secret="correct horse") == [[0], [1]]
+    assert not Path(marker).exists()
+
+
+def test_unpicklable_records_crossing_processes_get_a_clear_error():
+    def build(comp, s):
+        made = stages.unary(s, _MakeLock, name="make")
+        return stages.unary(made, _Pass, partition_by=lambda r: r[0], name="take")
+
+    with pytest.raises(naiad.VertexError, match=r"'make' to stage 'take'.*cannot be pickled"):
+        run(build, [list(range(8))], processes=2, timeout=30)
+
+
+class _MakeLock(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        self.send_by(0, (message, threading.Lock()), time)
+
+
+class _Pass(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        self.send_by(0, message[0], time)
