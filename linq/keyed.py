@@ -21,6 +21,7 @@ from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, key_pai
 __all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
 
 _first = itemgetter(0)
+_second = itemgetter(1)
 _MISSING = object()
 _builtin_min, _builtin_max = min, max
 
@@ -137,33 +138,38 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     accumulators on the key, and a final fold of the partials with ``combine``."""
     def fold(acc: dict, edge: int, records: list) -> None:
         get = acc.get
-        for r in records:
-            k = key(r)
-            v = value(r)
-            cur = get(k, _MISSING)
-            acc[k] = v if cur is _MISSING else combine(cur, v)
-
-    def fold_checked(edge: int, records: list) -> None:
-        acc: dict = {}
-        for r in records:
-            k = call(op, "key", key, (r,), HASHABLE)
-            v = call(op, "value", value, (r,))
-            cur = acc.get(k, _MISSING)
-            acc[k] = v if cur is _MISSING else call(op, role, combine, (cur, v))
+        r = None
+        try:
+            for r in records:
+                k = key(r)
+                v = value(r)
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else combine(cur, v)
+        except Exception:
+            replay(acc, key, value, r)      # raises the precise error
+            raise
 
     def merge(acc: dict, edge: int, records: list) -> None:
         get = acc.get
-        for k, v in records:
-            cur = get(k, _MISSING)
-            acc[k] = v if cur is _MISSING else combine(cur, v)
+        kv = None
+        try:
+            for kv in records:
+                k, v = kv
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else combine(cur, v)
+        except Exception:
+            replay(acc, _first, _second, kv)
+            raise
 
-    def merge_checked(edge: int, records: list) -> None:
-        acc: dict = {}
-        for k, v in records:
-            cur = acc.get(k, _MISSING)
-            acc[k] = v if cur is _MISSING else call(op, role, combine, (cur, v))
-    local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items, fold_checked)
-    return per_time_stage([(local, _first)], op, dict, merge, _items, merge_checked)
+    def replay(acc: dict, key: Callable, value: Callable, r: Any) -> None:
+        """The failing record again, one call at a time, against the state it met."""
+        k = call(op, "key", key, (r,), HASHABLE)
+        v = call(op, "value", value, (r,))
+        cur = acc.get(k, _MISSING)
+        if cur is not _MISSING:
+            call(op, role, combine, (cur, v))
+    local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items)
+    return per_time_stage([(local, _first)], op, dict, merge, _items)
 
 
 def min(stream: Stream, key: Callable[[Any], Hashable],

@@ -30,6 +30,12 @@ def main(argv) -> int:
 
     workdir = Path(workdir)
     try:
+        # ``import linq`` in the parent installed the fluent Stream methods; a program pickled
+        # by value does not carry that import, so make it here too.
+        import linq  # noqa: F401
+    except ImportError:  # pragma: no cover - linq is part of the distribution
+        pass
+    try:
         program, options = cloudpickle.loads((workdir / "program.pkl").read_bytes())
         options = dict(options)
         options["rendezvous"] = FileRendezvous(str(workdir), index, processes,

@@ -33,6 +33,8 @@ DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, WAKE = 0, 1, 2, 3, 4, 5
 
 # Batches delivered before the worker looks at its inbox again (keeps it responsive to STOP).
 _BATCHES_PER_STEP = 256
+# Rounds of local work after which progress is broadcast even if local work remains.
+_STEPS_BEFORE_FLUSH = 4
 
 
 class Worker:
@@ -64,6 +66,7 @@ class Worker:
         self._seen_version = -1
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
+        self._stage_at_loc = {st.loc: st.id for st in graph.stages}
         # Every worker holds a capability at epoch 0 of every input (Naiad's initial pointstamps).
         initial = []
         for st in graph.stages:
@@ -117,25 +120,30 @@ class Worker:
     def _loop(self) -> None:
         inbox = self.inbox
         tracker = self.tracker
+        since_flush = 0
         while True:
             self._take_inbox()
             if self.stopped is not None:
                 return
-            worked = False
             if self.pending:
+                # Local work first: progress made by a chain of local hand-offs leaves as one
+                # broadcast, unless the chain is long (other workers must not starve).
                 self._run_pending()
-                worked = True
+                since_flush += 1
+                if self.pending and since_flush < _STEPS_BEFORE_FLUSH:
+                    continue
+            since_flush = 0
             self._flush_progress()
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
                 if self.global_view is not None:
                     self._check_view()
-                if self.notifications and self._run_notifications():
-                    worked = True
                 if self.observers:
                     self._observe()
+                if self.notifications and self._run_notifications():
+                    continue          # run what the notifications sent before broadcasting
                 self._flush_progress()
-            if worked or self.pending:
+            if self.pending:
                 continue
             if tracker.is_empty() and not self.buffer:
                 self.fabric.flush(self.index)
@@ -237,13 +245,16 @@ class Worker:
             self.add_progress(v._stagedef.loc, time, 1)
 
     def _run_notifications(self) -> bool:
-        in_frontier = self.tracker.in_frontier
-        stages = self.stages
-        ready = [key for key in self.notifications
-                 if in_frontier(stages[key[0]].loc, key[1])]
+        # Only frontier pointstamps can be notified: look there, not at every pending request.
+        stage_at = self._stage_at_loc
+        notifications = self.notifications
+        ready = []
+        for loc, time in self.tracker.frontier():
+            sid = stage_at.get(loc)
+            if sid is not None and (sid, time) in notifications:
+                ready.append((sid, time))
         if not ready:
             return False
-        ready.sort(key=lambda k: k[1])
         add = self.add_progress
         for key in ready:
             v = self.notifications.pop(key)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Set, Tuple
 
 __all__ = ["STDLIB", "stdlib_text_files", "stdlib_import_graph", "read_lines"]
 
@@ -56,7 +56,9 @@ def _module_name(path: str) -> str:
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
 
 
-def _imports(path: str, module: str) -> List[str]:
+def _imports(path: str, module: str, known: Set[str]) -> List[str]:
+    """The modules ``path`` imports; ``from package import name`` names the submodule when
+    ``package.name`` is a module of ``known``, else the package."""
     with open(path, "rb") as f:
         source = f.read()
     try:
@@ -77,8 +79,11 @@ def _imports(path: str, module: str) -> List[str]:
                 base = ".".join(parts[:keep] + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
-            if base:
-                found.append(base)
+            if not base:
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.append(sub if sub in known else base)
     return found
 
 
@@ -96,10 +101,12 @@ def _statements(body: list) -> Iterator[ast.stmt]:
 
 @functools.lru_cache(maxsize=1)
 def _graph() -> Tuple[Tuple[str, str], ...]:
+    paths = list(_walk(STDLIB))
+    known = {_module_name(p) for p in paths}
     edges = set()
-    for path in _walk(STDLIB):
+    for path in paths:
         module = _module_name(path)
-        for imported in _imports(path, module):
+        for imported in _imports(path, module, known):
             if imported != module:
                 edges.add((module, imported))
     return tuple(sorted(edges))
@@ -108,7 +115,8 @@ def _graph() -> Tuple[Tuple[str, str], ...]:
 def stdlib_import_graph() -> List[Tuple[str, str]]:
     """``(module, imported_module)`` pairs of the standard library (packages included), sorted.
 
-    Imports anywhere in a module count, also inside functions; relative imports are resolved.
+    Imports anywhere in a module count, also inside functions; relative imports are resolved,
+    and ``from email import utils`` counts as importing ``email.utils``.
     Parsed once per process (a few seconds), then cached.
     """
     return list(_graph())

@@ -180,6 +180,13 @@ class Reachability:
         self._depths = depths
         self._names = names
         self._table = table
+        # The hot path: None where the only minimal summary is the identity (compare times
+        # directly), else the summaries to apply.
+        self._fast = {
+            src: {dst: (None if len(ss) == 1 and tuple(ss[0]) == (depths[src], 0, ()) else ss)
+                  for dst, ss in row.items()}
+            for src, row in table.items()
+        }
 
     def _known(self, loc: int) -> None:
         if loc not in self._depths:
@@ -212,10 +219,14 @@ class Reachability:
 
     def could_result_in(self, p: Pointstamp, q: Pointstamp) -> bool:
         """Whether an event at pointstamp ``p`` could lead to an event at pointstamp ``q``."""
-        summaries = self._table[p[0]].get(q[0])
-        if not summaries:
+        row = self._fast[p[0]]
+        dst = q[0]
+        if dst not in row:
             return False
+        summaries = row[dst]
         t1, t2 = p[1], q[1]
+        if summaries is None:
+            return t1[0] <= t2[0] and t1[1] <= t2[1]
         for summary in summaries:
             if summary.apply(t1).less_equal(t2):
                 return True

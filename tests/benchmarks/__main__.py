@@ -8,7 +8,7 @@ from pathlib import Path
 
 def main(argv):
     here = Path(__file__).parent
-    names = sorted(m.name[len("bench_"):] for m in pkgutil.iter_modules([str(here))
+    names = sorted(m.name[len("bench_"):] for m in pkgutil.iter_modules([str(here)])
                    if m.name.startswith("bench_"))
     chosen = argv or names
     unknown = [n for n in chosen if n not in names]
