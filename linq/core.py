@@ -270,7 +270,13 @@ class PerTimeVertex(LinqVertex):
     def on_notify(self, time) -> None:
         st = self.state.pop(time)
         if self.on_done is not None:
-            out = self.on_done(st)
+            try:
+                out = self.on_done(st)
+            except UserFunctionError:
+                raise
+            except Exception as exc:
+                msg = f"{self.op} failed at the end of {time!r}: {type(exc).__name__}: {exc}"
+                raise RuntimeError(msg) from exc
             if out:
                 self.send_batch_by(0, out, time)
 

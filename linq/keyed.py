@@ -10,7 +10,7 @@ exchange only the partial results and combine them again: for word count that se
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
@@ -46,22 +46,41 @@ def group_by(stream: Stream, key: Callable[[Any], Hashable],
     need_callable("group_by", "reducer", reducer, "reducer(key, records) -> iterable")
     op = label("group_by", key, reducer)
 
-    def on_batch(groups: dict, edge: int, records: list) -> None:
-        get = groups.get
+    def on_batch(groups: defaultdict, edge: int, records: list) -> None:
         for k, r in records:
-            lst = get(k)
-            if lst is None:
-                groups[k] = [r]
-            else:
-                lst.append(r)
+            groups[k].append(r)
 
-    def on_done(groups: dict) -> list:
-        out: list = []
-        for k, rs in groups.items():
-            emit(out, op, "reducer", reducer, (k, rs))
-        return out
+    def on_done(groups: defaultdict) -> list:
+        return _reduce_groups(op, reducer, groups)
     pairs = key_pairs(stream, op, key)
-    return per_time_stage([(pairs, _first)], op, dict, on_batch, on_done, check_keys(op, key))
+    return per_time_stage([(pairs, _first)], op, _lists, on_batch, on_done, check_keys(op, key))
+
+
+def _lists() -> defaultdict:
+    return defaultdict(list)
+
+
+def _list_pairs() -> defaultdict:
+    return defaultdict(_two_lists)
+
+
+def _two_lists() -> tuple:
+    return ([], [])
+
+
+def _reduce_groups(op: str, reducer: Callable, groups: dict) -> list:
+    """``reducer(key, *group)`` for every group, the results concatenated; a failing key is
+    replayed through :func:`emit` for a precise error."""
+    out: list = []
+    extend = out.extend
+    k = group = None
+    try:
+        for k, group in groups.items():
+            extend(reducer(k, *group) if type(group) is tuple else reducer(k, group))
+    except Exception:
+        emit([], op, "reducer", reducer, (k, *group) if type(group) is tuple else (k, group))
+        raise
+    return out
 
 
 def cogroup_by(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
@@ -89,22 +108,15 @@ def cogroup_by(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
     need_callable(op, "reducer", reducer, "reducer(key, mine, theirs) -> iterable")
     op = label(op, key, other_key, reducer)
 
-    def on_batch(groups: dict, edge: int, records: list) -> None:
-        get = groups.get
+    def on_batch(groups: defaultdict, edge: int, records: list) -> None:
         for k, r in records:
-            g = get(k)
-            if g is None:
-                g = groups[k] = ([], [])
-            g[edge].append(r)
+            groups[k][edge].append(r)
 
-    def on_done(groups: dict) -> list:
-        out: list = []
-        for k, (mine, theirs) in groups.items():
-            emit(out, op, "reducer", reducer, (k, mine, theirs))
-        return out
+    def on_done(groups: defaultdict) -> list:
+        return _reduce_groups(op, reducer, groups)
     left = key_pairs(stream, op, key)
     right = key_pairs(other, op, other_key, "other key")
-    return per_time_stage([(left, _first), (right, _first)], op, dict, on_batch, on_done,
+    return per_time_stage([(left, _first), (right, _first)], op, _list_pairs, on_batch, on_done,
                           check_keys(op, key, other_key))
 
 

@@ -55,14 +55,18 @@ class Stream:
         return self.graph.computation
 
     def concat(self, *others: "Stream") -> "Stream":
-        """The records of this stream and of ``others``, at their own times, without a stage."""
+        """The records of this stream and of ``others``, at their own times, without a stage.
+
+        A bag union, as LINQ's Concat: a stream concatenated with itself carries every record
+        twice (one connector per source).
+        """
         sources = list(self.sources)
         for o in others:
             if not isinstance(o, Stream):
                 msg = f"concat takes Streams; got {type(o).__name__} {o!r}"
                 raise TypeError(msg)
             self.graph.check_same_scope(self.scope, o.scope, "concat")
-            sources.extend(s for s in o.sources if s not in sources)
+            sources.extend(o.sources)
         return Stream(self.graph, tuple(sources), self.scope)
 
     def subscribe(self, fn: Callable[[int, list], Any]):

@@ -25,6 +25,7 @@ class Input:
         self.name = stage.name
         self.stream: Stream = stage.new_output()
         self.epoch = 0
+        self.base_epoch = 0      # epochs below this are in the restored checkpoint: absorbed
         self.completed = False
 
     def _check(self, what: str) -> None:
@@ -43,10 +44,21 @@ class Input:
     def on_next(self, records: Iterable[Any] = ()) -> None:
         """Supply this process's records for the next epoch and seal that epoch."""
         self._check("on_next")
-        recs = records if type(records) is list else list(records)
         comp = self.comp
-        n = comp.workers_per_process
         epoch = self.epoch
+        if epoch < self.base_epoch:
+            self.epoch += 1          # covered by the checkpoint we resumed from
+            return
+        recs = records if type(records) is list else list(records)
+        store = comp.store
+        if store is not None:
+            comp._before_epoch(epoch)
+            logged = store.logged_input(self.name, epoch)
+            if logged is not None:
+                recs = logged        # replay what was accepted before the failure
+            else:
+                store.log_input(self.name, epoch, recs)
+        n = comp.workers_per_process
         self.epoch += 1
         if self.epoch > comp.epochs_fed:
             comp.epochs_fed = self.epoch
@@ -81,6 +93,13 @@ class Subscription:
         self._parts: List[Dict[int, list]] = [{} for _ in range(n)]
         self._lock = threading.Lock()
         self.delivered = 0   # epochs handed to fn so far
+        self.store = None
+
+    def attach(self, store, base: int) -> None:
+        """Resume: epochs already handed out (logged durably) are not handed out again."""
+        self.store = store
+        if store is not None:
+            self.delivered = max(base, store.delivered(self.name))
 
     def advance(self, local_index: int, bound: Optional[int], ready: Dict[int, list]) -> None:
         """A worker's sink saw its input complete below epoch ``bound`` (None: all complete)."""
@@ -90,7 +109,16 @@ class Subscription:
                 parts.setdefault(e, []).extend(recs)
             self._bounds[local_index] = float("inf") if bound is None else bound
             low = min(self._bounds)
-            target = self.comp.epochs_fed if low == float("inf") else int(low)
+            if low == float("inf"):
+                # Complete: every epoch fed, and any later epoch a vertex sent records into.
+                later = [e for p in self._parts for e in p]
+                target = max([self.comp.epochs_fed] + [e + 1 for e in later])
+            else:
+                target = int(low)
+            if self.store is not None:
+                for p in self._parts:
+                    for old in [e for e in p if e < self.delivered]:
+                        del p[old]
             while self.delivered < target:
                 e = self.delivered
                 recs: list = []
@@ -103,6 +131,8 @@ class Subscription:
 
     def deliver(self, epoch: int, records: list) -> None:
         self.fn(epoch, records)
+        if self.store is not None:
+            self.store.mark_delivered(self.name, epoch + 1)
 
 
 class Collection(Subscription):
@@ -111,6 +141,18 @@ class Collection(Subscription):
     def __init__(self, comp: "Computation", name: str):
         super().__init__(comp, name, self._store)
         self.results: Dict[int, list] = {}
+
+    def attach(self, store, base: int) -> None:
+        """Resume: epochs collected before are loaded; recomputed ones replace them."""
+        self.store = store
+        if store is not None:
+            self.results.update(store.stored_outputs(self.name))
+            self.delivered = base
+
+    def deliver(self, epoch: int, records: list) -> None:
+        self.results[epoch] = records
+        if self.store is not None:
+            self.store.store_output(self.name, epoch, records)
 
     def _store(self, epoch: int, records: list) -> None:
         self.results[epoch] = records
@@ -136,6 +178,13 @@ class _SinkVertex(Vertex):
         if lst is None:
             self.epochs[time[0]] = lst = []
         lst.extend(messages)
+
+    def checkpoint(self):
+        return {"epochs": self.epochs, "bound": self.bound}
+
+    def restore(self, state) -> None:
+        self.epochs = state["epochs"]
+        self.bound = state["bound"]
 
     def advance_to(self, bound: Optional[int]) -> None:
         if bound == self.bound:

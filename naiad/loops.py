@@ -84,11 +84,13 @@ class Feedback:
 class LoopContext:
     """A loop: ``enter`` streams, build the body, ``feedback`` closes the cycle, ``exit`` leaves.
 
-    The loop's scope nests inside the scope of the first stream entered, so loops nest by
-    entering a stream that is itself inside a loop.
+    The loop's scope nests inside the scope of the first stream entered (or of ``parent``),
+    so loops nest by entering a stream that is itself inside a loop.  ``feedback()`` before any
+    ``enter()`` places the loop at the top level.
     """
 
-    def __init__(self, comp: "Computation", name: Optional[str] = None):
+    def __init__(self, comp: "Computation", name: Optional[str] = None,
+                 parent: Optional["LoopContext"] = None):
         from naiad.computation import Computation
         if not isinstance(comp, Computation):
             msg = f"LoopContext needs the Computation as first argument; got {type(comp).__name__}"
@@ -96,6 +98,11 @@ class LoopContext:
         self.comp = comp
         self.name = comp.graph.unique_name(name, "loop")
         self.scope: Optional[Scope] = None
+        if parent is not None:
+            if parent.scope is None:
+                msg = f"loop {self.name!r}: its parent loop {parent.name!r} has no scope yet"
+                raise GraphError(msg)
+            self._bind(parent.scope)
 
     def _bind(self, outer: Scope) -> Scope:
         if self.scope is None:
@@ -122,8 +129,8 @@ class LoopContext:
         With ``max_iterations=n`` the body sees loop counters ``0 .. n-1`` only.
         """
         if self.scope is None:
-            msg = f"loop {self.name!r}: call loop.enter(stream) before loop.feedback()"
-            raise GraphError(msg)
+            # Not entered yet: a loop at the top level (nested loops give parent= or enter first).
+            self._bind(self.comp.graph.top)
         if max_iterations is not None and (not isinstance(max_iterations, int)
                                            or max_iterations < 1):
             msg = f"max_iterations must be a positive integer or None; got {max_iterations!r}"

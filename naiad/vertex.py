@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from naiad.errors import TimeViolation
@@ -56,8 +56,13 @@ class Vertex:
         """No more messages at times ``<= time`` can arrive at this vertex."""
 
     def checkpoint(self) -> Any:
-        """State to persist; the default is a copy of the vertex's own attributes."""
-        return {k: copy.copy(v) for k, v in self.__dict__.items() if k not in _ENGINE_ATTRS}
+        """State to persist; the default is the vertex's own attributes, pickled.
+
+        Callables (user functions given to the factory) and modules are configuration, not
+        state: the factory recreates them, so they are left out.
+        """
+        return {k: v for k, v in self.__dict__.items()
+                if k not in _ENGINE_ATTRS and not callable(v) and not isinstance(v, ModuleType)}
 
     def restore(self, state: Any) -> None:
         """Restore what :meth:`checkpoint` returned."""

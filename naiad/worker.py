@@ -26,15 +26,42 @@ from naiad.vertex import StageInfo, Vertex
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
 
-__all__ = ["Worker", "DATA", "PROGRESS", "INPUT_EPOCH", "INPUT_CLOSE", "STOP"]
+__all__ = ["Worker", "DATA", "PROGRESS", "INPUT_EPOCH", "INPUT_CLOSE", "STOP", "CHECKPOINT"]
 
 # Inbox message tags (first element of each tuple).
-DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, WAKE = 0, 1, 2, 3, 4, 5
+DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, CHECKPOINT = 0, 1, 2, 3, 4, 5
 
 # Batches delivered before the worker looks at its inbox again (keeps it responsive to STOP).
 _BATCHES_PER_STEP = 256
 # Rounds of local work after which progress is broadcast even if local work remains.
 _STEPS_BEFORE_FLUSH = 4
+
+
+class _pickled:
+    """A vertex state pickled at snapshot time (so later mutation cannot leak into the file)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, state: Any):
+        import pickle
+        try:
+            self.data = pickle.dumps(state, protocol=5)
+        except Exception:
+            import cloudpickle
+            self.data = cloudpickle.dumps(state)
+
+    def load(self) -> Any:
+        import pickle
+        return pickle.loads(self.data)
+
+    def __reduce__(self):
+        return (_unpickled, (self.data,))
+
+
+def _unpickled(data: bytes) -> "_pickled":
+    obj = _pickled.__new__(_pickled)
+    obj.data = data
+    return obj
 
 
 class Worker:
@@ -67,14 +94,35 @@ class Worker:
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
         self._stage_at_loc = {st.loc: st.id for st in graph.stages}
-        # Every worker holds a capability at epoch 0 of every input (Naiad's initial pointstamps).
-        initial = []
+        self.ckpt_epoch: Optional[int] = None
+        self._input_locs = {st.loc for st in graph.stages if st.kind == INPUT}
+        restored = comp.restored
+        base = restored.epoch if restored is not None else 0
         for st in graph.stages:
             if st.kind == INPUT:
-                self.input_epoch[st.id] = 0
-                initial.append(((st.loc, Timestamp(0)), self.peers))
-        if initial:
-            self.tracker.update_many(initial)
+                self.input_epoch[st.id] = base
+        if restored is not None:
+            self._restore(restored)
+        # Naiad's initial pointstamps: every worker's capability on every input (at epoch 0, or
+        # at the checkpoint's epoch), and after a restore every worker's pending notifications.
+        self.tracker.update_many(comp.initial_pointstamps)
+
+    def _restore(self, restored) -> None:
+        states = restored.states.get(self.index, {})
+        engine = states.get("__naiad__", {})
+        for sid, epoch in engine.get("inputs", {}).items():
+            self.input_epoch[sid] = epoch
+        for sid, state in states.items():
+            if sid == "__naiad__":
+                continue
+            v = self.vertices[sid]
+            try:
+                v.restore(state.load())
+            except Exception as exc:
+                self._raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
+        for w, sid, time in restored.notifications:
+            if w == self.index:
+                self.notifications[(sid, time)] = self.vertices[sid]
 
     # ---- construction ---------------------------------------------------------------------
     def _make_vertex(self, st: StageDef) -> Vertex:
@@ -143,8 +191,10 @@ class Worker:
                 if self.notifications and self._run_notifications():
                     continue          # run what the notifications sent before broadcasting
                 self._flush_progress()
-            if self.pending:
-                continue
+            if self.pending or tracker.version != self._seen_version:
+                continue          # new local work, or a view nobody has looked at yet
+            if self.ckpt_epoch is not None and self._quiescent(self.ckpt_epoch):
+                self._snapshot(self.ckpt_epoch)
             if tracker.is_empty() and not self.buffer:
                 self.fabric.flush(self.index)
                 return
@@ -177,6 +227,8 @@ class Worker:
             self._on_close(msg[1])
         elif tag == STOP:
             self.stopped = msg[1]
+        elif tag == CHECKPOINT:
+            self.ckpt_epoch = msg[1]
 
     # ---- messages -----------------------------------------------------------------------------
     def _run_pending(self) -> None:
@@ -319,10 +371,53 @@ class Worker:
     def _flush_progress(self) -> None:
         if not self.buffer:
             return
-        updates = self.buffer.drain(self.tracker, hold=self.accumulate)
+        # While quiescing for a checkpoint nothing is held back: held retirements behind the
+        # paused inputs would otherwise wait for ever.
+        hold = self.accumulate and self.ckpt_epoch is None
+        updates = self.buffer.drain(self.tracker, hold=hold)
         if updates:
             self.fabric.broadcast_progress(self.index, updates)
             self.tracker.update_many(updates)
+
+    # ---- checkpoints ------------------------------------------------------------------------------
+    def _quiescent(self, epoch: int) -> bool:
+        """Whether this worker's view shows the whole computation paused at ``epoch``.
+
+        Nothing but input capabilities at ``epoch`` and notification requests at later epochs
+        may be active.  By the protocol's safety property every message still in flight is
+        covered, in every worker's view, by an active pointstamp of its causal chain (at an
+        earlier epoch, or on a connector), so this view proves that no message is in flight.
+        """
+        if self.pending or self.buffer:
+            return False
+        boundary = Timestamp(epoch)
+        inputs = self._input_locs
+        stage_at = self._stage_at_loc
+        for (loc, time), count in self.tracker.active().items():
+            if count <= 0:
+                continue
+            if loc in inputs:
+                if time != boundary:
+                    return False
+            elif loc not in stage_at or time[0] < epoch:
+                return False
+        return True
+
+    def _snapshot(self, epoch: int) -> None:
+        """Every vertex's checkpoint() and the engine's own state, handed to the computation."""
+        if self.observers:
+            self._observe()
+        states: Dict[Any, Any] = {}
+        for st, v in zip(self.stages, self.vertices):
+            v._now = None
+            try:
+                states[st.id] = _pickled(v.checkpoint())
+            except Exception as exc:
+                self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
+        states["__naiad__"] = {"inputs": dict(self.input_epoch)}
+        notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
+        self.ckpt_epoch = None
+        self.comp._on_snapshot(self, epoch, states, notifications)
 
     # ---- errors -----------------------------------------------------------------------------------
     def _raise_vertex_error(self, v: Vertex, time, callback: str, exc: Exception):

@@ -75,16 +75,16 @@ def stdlib_epochs():
 
 
 def test_wordcount_on_stdlib_sources(cluster, stdlib_epochs):
-    got = cluster.run(wordcount_vertex.count_words, stdlib_epochs)
-    expected = wordcount_vertex.oracle(stdlib_epochs)
-    assert got == {e: recs for e, recs in expected.items()}
+    parts = cluster.execute(functools.partial(wordcount_vertex.program, epochs=stdlib_epochs))
+    got = merge_results(parts)
+    assert got == wordcount_vertex.oracle(stdlib_epochs)
     assert got[1] == [] and sum(c for _, c in got[0]) > 500
 
 
-def test_wordcount_program_merges_over_processes(cluster):
-    epochs = [["to be or not to be"], ["that is", "the question"]]
-    parts = cluster.execute(functools.partial(wordcount_vertex.program, epochs=epochs))
-    assert merge_results(parts) == wordcount_vertex.oracle(epochs)
+def test_wordcount_per_time_counts():
+    from naiad.testing import run
+    epochs = [["to be or not to be"], ["that is", "the question"], [], ["be be"]]
+    assert run(wordcount_vertex.count_words, epochs, workers=3) == wordcount_vertex.oracle(epochs)
 
 
 def test_wordcount_main(capsys):
@@ -118,19 +118,15 @@ def test_components_oracle_matches_networkx(import_graph):
     assert components_vertex.oracle(import_graph) == nx_components(import_graph)
 
 
-@pytest.mark.parametrize("nodes,edges", [(30, 20), (300, 250), (2000, 1500)])
-def test_components_random_graphs(cluster, nodes, edges):
-    graphs = [components_vertex.random_graph(nodes, edges, seed) for seed in range(3)]
-    graphs.insert(1, [])          # an empty epoch: no nodes, no labels
-    got = cluster.run(components_vertex.components, graphs)
-    assert got == {e: nx_components(g) for e, g in enumerate(graphs)}
-
-
-def test_components_stdlib_import_graph(cluster, import_graph):
-    parts = cluster.execute(functools.partial(components_vertex.program, graphs=[import_graph]))
+def test_components_random_and_import_graphs(cluster, import_graph):
+    """One epoch per graph: random graphs of several sizes, an empty one, the import graph."""
+    graphs = [components_vertex.random_graph(nodes, edges, seed)
+              for seed, (nodes, edges) in enumerate([(30, 20), (300, 250), (2000, 1500)])]
+    graphs += [[], import_graph, [(5, 5), (5, 6)]]
+    parts = cluster.execute(functools.partial(components_vertex.program, graphs=graphs))
     got = merge_results(parts)
-    assert got == {0: nx_components(import_graph)}
-    assert len({label for _, label in got[0]}) >= 2
+    assert got == {e: nx_components(g) for e, g in enumerate(graphs)}
+    assert len({label for _, label in got[4]}) >= 2
 
 
 def test_components_state_is_released():

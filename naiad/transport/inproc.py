@@ -52,6 +52,10 @@ class LocalFabric:
         """Deliver a control message (input, close, stop) to one local worker."""
         self.inboxes[local_index].put(msg)
 
+    def barrier(self, name: str, timeout: float, value=None):
+        """Wait until every process reached ``name``; returns process 0's ``value``."""
+        return value
+
     def stop(self, reason: str) -> None:
         for q in self.inboxes:
             q.put((STOP, reason))

@@ -29,7 +29,7 @@ __all__ = ["ZmqFabric"]
 log = logging.getLogger("naiad.transport")
 
 # Frame tags.
-BATCH, HELLO, BEAT, FAIL, DONE = b"D", b"H", b"B", b"F", b"E"
+BATCH, HELLO, BEAT, FAIL, DONE, ARRIVE = b"D", b"H", b"B", b"F", b"E", b"A"
 _ITEMS_BEFORE_FLUSH = 64
 _BEAT_EVERY = 0.5
 
@@ -61,6 +61,8 @@ class ZmqFabric(LocalFabric):
         self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(self.workers_per_process)]
         self._out: List[Dict[int, list]] = [{} for _ in range(self.workers_per_process)]
+        self._arrivals: Dict[str, Dict[int, Any]] = {}
+        self._arrival_cv = threading.Condition()
         self.bytes_sent = 0
         self.messages_sent = 0
         self.progress_bytes = 0
@@ -241,6 +243,25 @@ class ZmqFabric(LocalFabric):
         if failure is not None and not getattr(failure, "_naiad_remote", False):
             self._post_control(FAIL, failure)
 
+    def barrier(self, name: str, timeout: float, value=None):
+        """Wait until every process reached ``name``; returns process 0's ``value``."""
+        self._post_control(ARRIVE, (name, value))
+        deadline = time.monotonic() + timeout
+        with self._arrival_cv:
+            while True:
+                got = self._arrivals.get(name, {})
+                if len(got) >= self.processes - 1:
+                    del self._arrivals[name]
+                    return value if self.process_index == 0 else got.get(0)
+                self.comp.check_failed()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [p for p in self._peers() if p not in got]
+                    msg = (f"process {self.process_index} waited {timeout:.0f} s at {name} for "
+                           f"process(es) {missing}")
+                    raise ComputationFailed(msg)
+                self._arrival_cv.wait(min(left, 0.2))
+
     def _post_control(self, tag: bytes, value: Any) -> None:
         self._control.put((tag, value))
         try:
@@ -322,6 +343,10 @@ class ZmqFabric(LocalFabric):
                     payload = _dump_failure(value, me)
                     for p, s in self._ctl_push.items():
                         s.send_multipart([FAIL, me.to_bytes(4, "little"), payload])
+                elif tag == ARRIVE:
+                    payload = pickle.dumps(value, protocol=5)
+                    for p, s in self._ctl_push.items():
+                        s.send_multipart([ARRIVE, me.to_bytes(4, "little"), payload])
                 elif tag == DONE and not sent_done:
                     sent_done = True
                     for p, s in self._ctl_push.items():
@@ -358,6 +383,11 @@ class ZmqFabric(LocalFabric):
                         self._ready.set()
                 elif tag == DONE:
                     self._done_from.add(proc)
+                elif tag == ARRIVE:
+                    name, value = pickle.loads(frames[2].bytes)
+                    with self._arrival_cv:
+                        self._arrivals.setdefault(name, {})[proc] = value
+                        self._arrival_cv.notify_all()
                 elif tag == FAIL:
                     exc = _load_failure(frames[2].bytes, proc)
                     self._done_from.add(proc)

@@ -1,0 +1,46 @@
+"""Run a program with recovery: after a failure, restart every process from the last checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Dict, List
+
+from naiad.errors import NaiadError
+
+__all__ = ["execute_with_recovery", "RecoveryFailed"]
+
+log = logging.getLogger("naiad.recovery")
+
+
+class RecoveryFailed(NaiadError):
+    """The computation kept failing after the allowed number of restarts."""
+
+
+def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, workers: int,
+                          options: Dict[str, Any]) -> List[Any]:
+    """``naiad.execute`` with ``checkpoint_dir``: restart on failure, up to ``max_restarts``."""
+    from naiad.computation import Computation
+    from naiad.execute import run_program
+    from naiad.launch import launch_local
+    restarts = options.get("max_restarts")
+    restarts = 3 if restarts is None else int(restarts)
+    attempt = 0
+    while True:
+        try:
+            if processes == 1:
+                comp = Computation(process_index=0, processes=1, workers=workers, **options)
+                return [run_program(program, comp)]
+            return launch_local(program, processes=processes, workers=workers, options=options)
+        except Exception as exc:  # noqa: BLE001 - every failure is a reason to roll back
+            if attempt >= restarts:
+                if restarts == 0:
+                    raise
+                msg = (f"the computation failed {attempt + 1} times (max_restarts={restarts}); "
+                       f"last failure: {type(exc).__name__}: {exc}")
+                raise RecoveryFailed(msg) from exc
+            attempt += 1
+            log.warning("computation failed (%s: %s); restart %d of %d from the last checkpoint "
+                        "in %s", type(exc).__name__, exc, attempt, restarts,
+                        options.get("checkpoint_dir"))
+            time.sleep(0.1)

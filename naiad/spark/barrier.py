@@ -1,0 +1,247 @@
+"""``naiad.spark.execute``: an SPMD program as one Spark barrier stage, one task per process.
+
+The driver plans the stage and generates the shared secret; each task
+
+1. binds its ZeroMQ endpoint on the executor's own address (loopback under a local master),
+2. exchanges endpoints with the other tasks through ``BarrierTaskContext.allGather`` (the
+   computation's rendezvous) and connects with CURVE authentication keyed by the secret,
+3. runs ``program(comp, rows)`` over the rows of its own partition — Arrow batches straight from
+   Spark for a DataFrame (``mapInArrow(..., barrier=True)``), the records for an RDD — and
+4. returns the program's rows to Spark in pickled chunks.
+
+The stage's output passes one shuffle, which ends the barrier stage (Spark refuses ``take()``
+and ``show()`` on barrier RDDs) and keeps the results on the executors: later actions on the
+returned DataFrame read that shuffle output instead of running the computation again.  A task
+that fails raises a ``RuntimeError`` whose message is the computation's error, so the Spark job
+fails with it; the driver turns it back into :class:`StageFailed`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import secrets
+import socket
+import time
+import traceback
+from typing import Any, Callable, List, Optional, Union
+
+from naiad.computation import Computation, check_options
+from naiad.errors import ComputationFailed, VertexError
+from naiad.execute import run_program
+from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
+                            unpack_results)
+from naiad.spark.session import quiet_warnings, task_slots
+
+__all__ = ["execute", "StageFailed", "BarrierTask", "listen_host"]
+
+# The task's error travels inside Spark's exception text between these marks.
+_BEGIN, _END = "<<naiad>>", "<</naiad>>"
+_FOUND = re.compile(re.escape(_BEGIN) + r"(.*?)" + re.escape(_END), re.S)
+
+# Options that do not apply inside a barrier stage.
+_NOT_HERE = {
+    "rendezvous": "the tasks find each other through BarrierTaskContext.allGather",
+    "checkpoint_dir": "Spark reruns the whole barrier stage when a task fails",
+    "checkpoint_every": "Spark reruns the whole barrier stage when a task fails",
+    "checkpoint_interval": "Spark reruns the whole barrier stage when a task fails",
+    "max_restarts": "Spark reruns the whole barrier stage when a task fails "
+                    "(spark.task.maxFailures, spark.stage.maxConsecutiveAttempts)",
+}
+
+
+class StageFailed(ComputationFailed):
+    """The barrier stage failed; the message is the computation's error (stage, vertex, time).
+
+    ``__cause__`` is Spark's own exception, with the task's traceback.
+    """
+
+
+def listen_host(address: str) -> str:
+    """The IP address to bind, from an executor address such as ``host:port``."""
+    host = address
+    if address.startswith("["):                 # [IPv6]:port
+        host = address[1:].split("]", 1)[0]
+    elif address.count(":") == 1:
+        host = address.split(":", 1)[0]
+    host = host or "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
+
+
+class _AllGather:
+    """The rendezvous of a barrier task: every task's endpoint, in partition order."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __call__(self, endpoint: str) -> List[str]:
+        return list(self.ctx.allGather(endpoint))
+
+
+def _describe(exc: BaseException, process: int) -> str:
+    if isinstance(exc, VertexError):
+        summary = str(exc)
+        tb = exc.traceback or ""
+    else:
+        summary = f"process {process}: {type(exc).__name__}: {exc}"
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{_BEGIN}{summary}{_END}\n{tb}"
+
+
+class BarrierTask:
+    """What each task of the stage runs; pickled by the driver with the program inside."""
+
+    def __init__(self, program: Callable, workers: int, options: dict, secret: str,
+                 columns: Optional[List[str]], epochs):
+        self.program = program
+        self.workers = workers
+        self.options = options
+        self.secret = secret
+        self.columns = columns
+        self.epochs = epochs
+
+    def from_arrow(self, batches):
+        """``mapInArrow`` function: Arrow batches in, one-column batches of pickled rows out."""
+        import pyarrow as pa
+        chunks = self._run(lambda pid: PartitionRows(columns=self.columns, batches=batches,
+                                                     epochs=self.epochs, process_index=pid))
+        for payload in chunks:
+            yield pa.RecordBatch.from_arrays([pa.array([payload], type=pa.binary())],
+                                             names=["payload"])
+
+    def from_records(self, records):
+        """``mapPartitions`` function for RDDs: records in, pickled chunks of rows out."""
+        return iter(self._run(lambda pid: PartitionRows(columns=None, records=records,
+                                                        epochs=self.epochs, process_index=pid)))
+
+    def _run(self, make_rows) -> List[bytes]:
+        from pyspark import BarrierTaskContext
+        _import_linq()
+        ctx = BarrierTaskContext.get()
+        pid = ctx.partitionId()
+        infos = ctx.getTaskInfos()
+        options = dict(self.options)
+        options["secret"] = self.secret
+        if not options.get("listen"):
+            options["listen"] = listen_host(infos[pid].address)
+        options["rendezvous"] = _AllGather(ctx)
+        try:
+            comp = Computation(process_index=pid, processes=len(infos), workers=self.workers,
+                               **options)
+            rows = make_rows(pid)
+            program = self.program
+            result = run_program(lambda c: program(c, rows), comp)
+            return pack_results(result, pid)
+        except BaseException as exc:  # noqa: BLE001 - becomes the Spark task's error
+            if getattr(exc, "_naiad_remote", False):
+                time.sleep(1.0)   # let the process where it started fail the stage first
+            raise RuntimeError(_describe(exc, pid)) from None
+
+
+def _import_linq() -> None:
+    """Programs written with ``import linq`` in the driver's ``__main__`` expect the fluent
+    methods on Stream; that import does not travel with a pickled program, so do it here."""
+    try:
+        import linq  # noqa: F401
+    except ImportError:  # pragma: no cover - linq is part of the distribution
+        pass
+
+
+def _payload(row) -> bytes:
+    return row[0]
+
+
+def _session_of(data):
+    if is_dataframe(data):
+        return data.sparkSession
+    from pyspark.sql import SparkSession
+    return SparkSession.getActiveSession() or SparkSession(data.context)
+
+
+def _check_options(options: dict) -> dict:
+    check_options(options)   # unknown names raise, listing the known ones
+    for name, why in _NOT_HERE.items():
+        if options.get(name) is not None:
+            msg = f"naiad.spark.execute does not take {name}=: {why}"
+            raise TypeError(msg)
+    return {k: v for k, v in options.items() if k not in _NOT_HERE}
+
+
+def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
+            schema: Any = None, epoch_column: Optional[Union[str, int]] = None,
+            workers: int = 1, **options: Any):
+    """Run ``program(comp, rows)`` as one Spark barrier stage over ``data``'s partitions.
+
+    Each of the ``processes`` tasks (default: the number of partitions; the data is repartitioned
+    when it differs) is one process of the computation and gets the rows of its own partition as
+    a :class:`~naiad.spark.PartitionRows` (iterate for tuples, or ``rows.feed(inp)``; with
+    ``epoch_column``, one epoch per sorted distinct value of that column).  ``workers`` is worker
+    threads per process; other ``options`` go to :class:`naiad.Computation` (``secret`` defaults
+    to a fresh random one per call).  Returns a DataFrame of the rows the programs return, with
+    ``schema`` (DDL string, StructType or column names) or an inferred one.  Raises
+    :class:`StageFailed` with the computation's error (stage, vertex, time) if a task fails.
+    """
+    quiet_warnings()
+    if not (is_dataframe(data) or is_rdd(data)):
+        msg = (f"naiad.spark.execute needs a pyspark.sql.DataFrame or a pyspark.RDD; got "
+               f"{type(data).__name__}")
+        raise TypeError(msg)
+    if not callable(program):
+        msg = f"naiad.spark.execute needs a callable program(comp, rows); got {type(program).__name__}"
+        raise TypeError(msg)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        msg = f"workers must be a positive integer; got {workers!r}"
+        raise ValueError(msg)
+    options = _check_options(options)
+    spark = _session_of(data)
+    frame = is_dataframe(data)
+    partitions = data.rdd.getNumPartitions() if frame else data.getNumPartitions()
+    if processes is None:
+        processes = max(1, partitions)
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+        msg = f"processes must be a positive integer; got {processes!r}"
+        raise ValueError(msg)
+    slots = task_slots(spark)
+    if slots is not None and processes > slots:
+        master = spark.sparkContext.master
+        msg = (f"a barrier stage of {processes} tasks needs {processes} task slots at once, but "
+               f"the master {master} has {slots}: pass processes={slots} or fewer, or start "
+               f"Spark with local[{processes}]")
+        raise ValueError(msg)
+    if processes != partitions:
+        data = data.repartition(processes)
+    epochs = epoch_spec(data, epoch_column)
+    secret = options.pop("secret", None) or secrets.token_hex(32)
+    task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
+                       epochs)
+    if frame:
+        payloads = data.mapInArrow(task.from_arrow, "payload binary", barrier=True).rdd.map(_payload)
+    else:
+        payloads = data.barrier().mapPartitions(task.from_records)
+    shuffled = payloads.repartition(processes)
+    try:
+        shuffled.count()          # runs the stage now, once; its output stays in the shuffle
+    except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
+        found = _FOUND.search(str(exc))
+        if found is None:
+            raise
+        raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
+    rows = shuffled.flatMap(unpack_results)
+    try:
+        return spark.createDataFrame(rows, schema)
+    except Exception as exc:  # noqa: BLE001 - re-raised with advice
+        if schema is None and rows.isEmpty():
+            msg = ("naiad.spark.execute: the programs returned no rows, so Spark cannot infer a "
+                   "schema; give schema= (a DDL string such as 'node string, rank double')")
+            raise ValueError(msg) from exc
+        msg = (f"naiad.spark.execute: Spark cannot make a DataFrame of the programs' rows "
+               f"({type(exc).__name__}: {exc}); give or fix schema=")
+        raise TypeError(msg) from exc

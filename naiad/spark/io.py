@@ -1,0 +1,478 @@
+"""Conversions between Spark data and a computation's inputs and outputs.
+
+Into a computation: :class:`PartitionRows` is one process's share of a DataFrame or RDD — Arrow
+record batches (DataFrames) or records (RDDs) straight from the partitions that process owns —
+iterated as tuples or fed to an input, as one epoch or one epoch per value of a column.  The
+barrier runner (:func:`naiad.spark.execute`) hands each task the rows of its own partition;
+:func:`source` serves programs run by :func:`naiad.execute`: Spark's executors write the
+partitions to files, and each process reads a disjoint share of those files, so the driver never
+collects the data.
+
+Out of a computation: :func:`to_dataframe` makes a DataFrame of records in the driver (for each
+epoch or all epochs), and :func:`pack_results` / :func:`unpack_results` carry a barrier task's
+results to Spark in pickled chunks.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import reprlib
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+from naiad.errors import NaiadError
+
+__all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
+           "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
+
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+_repr.maxother = 80
+
+# Records per pickled chunk of results sent from a barrier task to Spark.
+_CHUNK = 4096
+
+
+def is_dataframe(data: Any) -> bool:
+    from pyspark.sql import DataFrame
+    return isinstance(data, DataFrame)
+
+
+def is_rdd(data: Any) -> bool:
+    from pyspark import RDD
+    return isinstance(data, RDD)
+
+
+def _need_spark_data(data: Any, what: str) -> None:
+    if not (is_dataframe(data) or is_rdd(data)):
+        msg = (f"{what} needs a pyspark.sql.DataFrame or a pyspark.RDD; got "
+               f"{type(data).__name__}")
+        raise TypeError(msg)
+
+
+# ---- columns and epochs ------------------------------------------------------------------------
+def check_columns(data: Any, names: Sequence[str], what: str) -> List[int]:
+    """Positions of ``names`` among the DataFrame's columns; a clear error for a missing one."""
+    columns = list(data.columns)
+    positions = []
+    for name in names:
+        if name in columns:
+            positions.append(columns.index(name))
+            continue
+        near = [c for c in columns if c.lower() == str(name).lower()]
+        hint = f" (did you mean {near[0]!r}? names are case-sensitive here)" if near else ""
+        msg = (f"{what}: column {name!r} does not exist{hint}; the DataFrame has columns: "
+               f"{', '.join(columns) or '(none)'}")
+        raise ValueError(msg)
+    return positions
+
+
+def _value_order(v: Any):
+    return (v is None, v)
+
+
+class EpochSpec:
+    """One epoch per distinct value of a column: the column's position and the sorted values.
+
+    The values are the same in every process (they are computed once, from the whole data), so
+    every process calls ``on_next`` once per value, in the same order, as Naiad requires.
+    """
+
+    def __init__(self, column: Union[str, int], key: Callable[[Any], Any], values: List[Any]):
+        self.column = column
+        self.key = key
+        self.values = values
+        self.index = {v: i for i, v in enumerate(values)}
+
+    def __repr__(self) -> str:
+        return f"EpochSpec({self.column!r}, {len(self.values)} values)"
+
+
+class _Position:
+    """Picklable ``record[i]``."""
+
+    def __init__(self, i: int):
+        self.i = i
+
+    def __call__(self, record):
+        return record[self.i]
+
+
+class _Field:
+    """Picklable field access for Rows, dicts and objects."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, record):
+        if isinstance(record, dict):
+            return record[self.name]
+        try:
+            return getattr(record, self.name)
+        except AttributeError:
+            msg = (f"epoch_column {self.name!r}: the record {_repr.repr(record)} has no field "
+                   f"{self.name!r}; RDD records need that field (pyspark Rows, dicts), or give "
+                   "the column's position as an int")
+            raise ValueError(msg) from None
+
+
+def epoch_spec(data: Any, column: Optional[Union[str, int]]) -> Optional[EpochSpec]:
+    """Validate ``column`` and compute its sorted distinct values with one small Spark job."""
+    if column is None:
+        return None
+    if is_dataframe(data):
+        if not isinstance(column, str):
+            msg = f"epoch_column must name a column of the DataFrame; got {column!r}"
+            raise TypeError(msg)
+        (pos,) = check_columns(data, [column], "epoch_column")
+        values = [r[0] for r in data.select(data.columns[pos]).distinct().collect()]
+        key: Callable = _Position(pos)
+    else:
+        key = _Position(column) if isinstance(column, int) else _Field(column)
+        values = data.map(key).distinct().collect()
+    try:
+        values.sort(key=_value_order)
+    except TypeError as exc:
+        msg = (f"epoch_column {column!r}: its values cannot be ordered ({exc}); epochs follow "
+               "the sorted order of the values, so they must be of one comparable type")
+        raise TypeError(msg) from None
+    return EpochSpec(column, key, values)
+
+
+# ---- one process's share -------------------------------------------------------------------------
+class PartitionRows:
+    """The rows of the partitions one process owns, read lazily, once.
+
+    Iterating gives tuples (DataFrame rows in column order) or the RDD's own records.
+    :meth:`batches` gives the Arrow record batches of a DataFrame as they come from Spark;
+    :meth:`rows` gives ``pyspark.sql.Row`` objects; :meth:`by_epoch` and :meth:`feed` split the
+    rows into epochs when an epoch column was named.
+    """
+
+    def __init__(self, *, columns: Optional[List[str]], batches: Optional[Iterator] = None,
+                 records: Optional[Iterator] = None, epochs: Optional[EpochSpec] = None,
+                 process_index: int = 0):
+        self.columns = columns
+        self.epochs = epochs
+        self.process_index = process_index
+        self._batches = batches
+        self._records = records
+        self._used = False
+
+    def _take(self, what: str):
+        if self._used:
+            msg = (f"process {self.process_index}: the partition's rows were already read; they "
+                   f"stream from Spark once, so keep them (e.g. list(rows)) before {what}")
+            raise NaiadError(msg)
+        self._used = True
+
+    def batches(self) -> Iterator:
+        """The Arrow record batches of this process's partitions (DataFrames only)."""
+        if self._batches is None:
+            msg = ("batches() needs a DataFrame; an RDD's records are Python objects: iterate "
+                   "over the rows instead")
+            raise TypeError(msg)
+        self._take("batches()")
+        return self._batches
+
+    def __iter__(self) -> Iterator:
+        if self._batches is None:
+            self._take("iterating")
+            return iter(self._records)
+        return _tuples(self.batches())
+
+    def rows(self) -> Iterator:
+        """``pyspark.sql.Row`` objects with the DataFrame's column names."""
+        if self._batches is None:
+            return iter(self)
+        from pyspark.sql import Row
+        make = Row(*self.columns)
+        return (make(*t) for t in self)
+
+    def by_epoch(self, rows: bool = False) -> List[list]:
+        """The records of every epoch, in epoch order (one list per distinct value of the epoch
+        column, empty where this process has none; a single list without an epoch column)."""
+        records = self.rows() if rows else iter(self)
+        if self.epochs is None:
+            return [list(records)]
+        spec = self.epochs
+        out: List[list] = [[] for _ in spec.values]
+        key, index = spec.key, spec.index
+        for r in records:
+            v = key(r)
+            try:
+                out[index[v]].append(r)
+            except KeyError:
+                msg = (f"epoch_column {spec.column!r}: value {v!r} was not among the values "
+                       "found when the stage started (did the data change?)")
+                raise NaiadError(msg) from None
+        return out
+
+    def feed(self, inp, *, rows: bool = False, complete: bool = True) -> int:
+        """Feed this process's records to ``inp`` (an input of an activated computation): one
+        ``on_next`` per epoch, then ``on_completed()`` unless ``complete=False``.  Returns the
+        number of epochs fed (the same in every process)."""
+        epochs = self.by_epoch(rows=rows)
+        for records in epochs:
+            inp.on_next(records)
+        if complete:
+            inp.on_completed()
+        return len(epochs)
+
+    def __repr__(self) -> str:
+        kind = "DataFrame" if self._batches is not None else "RDD"
+        return f"PartitionRows({kind}, process {self.process_index}, epochs={self.epochs!r})"
+
+
+def _tuples(batches: Iterable) -> Iterator[tuple]:
+    for batch in batches:
+        if batch.num_rows:
+            yield from zip(*[col.to_pylist() for col in batch.columns])
+
+
+# ---- the naiad.execute path: Spark writes, each process reads its share --------------------------
+class SparkSource:
+    """A DataFrame or RDD written by Spark's executors to a directory of partition files, for
+    programs run by :func:`naiad.execute`.  Picklable: the program's closure carries it."""
+
+    def __init__(self, path: str, kind: str, columns: Optional[List[str]],
+                 epochs: Optional[EpochSpec], owned: bool):
+        self.path = path
+        self.kind = kind
+        self.columns = columns
+        self.epochs = epochs
+        self.owned = owned
+
+    def files(self) -> List[str]:
+        """The partition files, in partition order."""
+        pattern = "part-*.parquet" if self.kind == "parquet" else "part-*.pkl"
+        return sorted(glob.glob(os.path.join(self.path, pattern)))
+
+    def rows(self, comp=None, *, process_index: Optional[int] = None,
+             processes: Optional[int] = None) -> PartitionRows:
+        """This process's share: file ``i`` belongs to process ``i % processes``."""
+        if comp is not None:
+            process_index, processes = comp.process_index, comp.processes
+        process_index = process_index or 0
+        processes = processes or 1
+        if not os.path.isdir(self.path):
+            msg = (f"the Spark source directory {self.path} is gone: was the source closed "
+                   "before the program ran, or is this process on another machine?")
+            raise NaiadError(msg)
+        mine = self.files()[process_index::processes]
+        if self.kind == "parquet":
+            return PartitionRows(columns=self.columns, batches=_parquet_batches(mine),
+                                 epochs=self.epochs, process_index=process_index)
+        return PartitionRows(columns=None, records=_pickled_records(mine), epochs=self.epochs,
+                             process_index=process_index)
+
+    def close(self) -> None:
+        """Remove the files (only a directory this source created)."""
+        if self.owned:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> "SparkSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SparkSource({self.path!r}, {self.kind}, epochs={self.epochs!r})"
+
+
+def _parquet_batches(files: List[str]) -> Iterator:
+    import pyarrow.parquet as pq
+    for f in files:
+        yield from pq.ParquetFile(f).iter_batches(batch_size=65536)
+
+
+def _pickled_records(files: List[str]) -> Iterator:
+    for f in files:
+        with open(f, "rb") as fh:
+            while True:
+                try:
+                    chunk = pickle.load(fh)
+                except EOFError:
+                    break
+                yield from chunk
+
+
+class _WritePickled:
+    """Executor side of :func:`source` for RDDs: one file of pickled chunks per partition."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self, index: int, records: Iterator) -> Iterator[int]:
+        final = os.path.join(self.path, f"part-{index:05d}.pkl")
+        tmp = final + ".tmp"
+        n = 0
+        with open(tmp, "wb") as fh:
+            chunk: list = []
+            for r in records:
+                chunk.append(r)
+                if len(chunk) >= _CHUNK:
+                    n += _dump_chunk(fh, chunk, index)
+                    chunk = []
+            if chunk:
+                n += _dump_chunk(fh, chunk, index)
+        os.replace(tmp, final)
+        yield n
+
+
+def _dump_chunk(fh, chunk: list, index: int) -> int:
+    try:
+        pickle.dump(chunk, fh, protocol=5)
+    except Exception as exc:  # noqa: BLE001 - re-raised naming the record
+        bad = _first_unpicklable(chunk)
+        msg = (f"partition {index}: record {_repr.repr(bad)} cannot be pickled "
+               f"({type(exc).__name__}: {exc}); records that enter a computation must be "
+               "picklable data")
+        raise TypeError(msg) from None
+    return len(chunk)
+
+
+def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
+           path: Optional[str] = None) -> SparkSource:
+    """Make a DataFrame or RDD readable by the processes of :func:`naiad.execute`.
+
+    Spark's executors write the partitions (Parquet for a DataFrame, pickled chunks for an RDD)
+    to ``path`` (default: a new temporary directory, removed by ``close()``); each process then
+    reads the files ``i`` with ``i % processes == process_index`` in Arrow batches.  The driver
+    computes only the sorted distinct values of ``epoch_column``, when one is named.
+    """
+    _need_spark_data(data, "naiad.spark.source")
+    epochs = epoch_spec(data, epoch_column)
+    owned = path is None
+    path = path or tempfile.mkdtemp(prefix="naiad-spark-")
+    try:
+        if is_dataframe(data):
+            # Files are named part-NNNNN-<uuid>...: sorted by name, they follow the partitions.
+            data.write.mode("overwrite").parquet(path)
+            return SparkSource(path, "parquet", list(data.columns), epochs, owned)
+        os.makedirs(path, exist_ok=True)
+        data.mapPartitionsWithIndex(_WritePickled(path)).count()
+        return SparkSource(path, "pickle", None, epochs, owned)
+    except BaseException:
+        if owned:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+# ---- results -------------------------------------------------------------------------------------------
+def _as_row(record: Any) -> Any:
+    if isinstance(record, (tuple, list, dict)):
+        return record
+    return (record,)
+
+
+def _first_unpicklable(records: Iterable[Any]) -> Any:
+    for r in records:
+        try:
+            pickle.dumps(r, protocol=5)
+        except Exception:  # noqa: BLE001
+            return r
+    return None
+
+
+def pack_results(result: Any, process_index: int) -> List[bytes]:
+    """A barrier task's return value as pickled chunks of rows (scalars become 1-tuples)."""
+    if result is None:
+        return []
+    if isinstance(result, (dict, str, bytes)) or not isinstance(result, Iterable):
+        msg = (f"process {process_index}: the program returned {type(result).__name__}; return "
+               "an iterable of rows (tuples, lists, dicts or Rows; plain values become "
+               "one-column rows), or None for no rows")
+        raise TypeError(msg)
+    out: List[bytes] = []
+    chunk: list = []
+    for r in result:
+        chunk.append(_as_row(r))
+        if len(chunk) >= _CHUNK:
+            out.append(_pickle_chunk(chunk, process_index))
+            chunk = []
+    if chunk:
+        out.append(_pickle_chunk(chunk, process_index))
+    return out
+
+
+def _pickle_chunk(chunk: list, process_index: int) -> bytes:
+    try:
+        return pickle.dumps(chunk, protocol=5)
+    except Exception as exc:  # noqa: BLE001 - re-raised naming the record
+        bad = _first_unpicklable(chunk)
+        msg = (f"process {process_index}: the program returned a row that cannot be pickled to "
+               f"reach Spark: {_repr.repr(bad)} ({type(exc).__name__}: {exc}); return rows of "
+               "plain data (numbers, strings, tuples, lists, dicts)")
+        raise TypeError(msg) from None
+
+
+def unpack_results(payload: bytes) -> list:
+    """The rows of one chunk made by :func:`pack_results`."""
+    return pickle.loads(payload)
+
+
+def _with_epoch_schema(schema: Any, column: str) -> Any:
+    from pyspark.sql.types import LongType, StructField, StructType
+    if schema is None:
+        return None
+    if isinstance(schema, str):
+        return f"{column} long, {schema}"
+    if isinstance(schema, StructType):
+        return StructType([StructField(column, LongType(), False)] + list(schema.fields))
+    if isinstance(schema, (list, tuple)):
+        return [column] + list(schema)
+    msg = f"schema must be a DDL string, a StructType or a list of column names; got {schema!r}"
+    raise TypeError(msg)
+
+
+def to_dataframe(spark, records: Any, schema: Any = None, *,
+                 epoch_column: Optional[str] = None):
+    """A DataFrame in ``spark`` of a computation's records.
+
+    ``records`` is a list of rows (tuples, lists, dicts or Rows; plain values become one-column
+    rows), or per-epoch results such as ``stream.collect().results`` (``{epoch: rows}``): all
+    epochs in order, with the epoch number as a first column named ``epoch_column`` if given.
+    ``schema`` is a DDL string, a StructType or a list of column names; omitted, Spark infers it.
+    """
+    if hasattr(records, "results") and isinstance(getattr(records, "results"), dict):
+        records = records.results
+    if isinstance(records, dict):
+        epochs = sorted(records)
+        if epoch_column is not None:
+            rows = [(e,) + tuple(_as_tuple(r)) for e in epochs for r in records[e]]
+            schema = _with_epoch_schema(schema, epoch_column)
+        else:
+            rows = [_as_row(r) for e in epochs for r in records[e]]
+    else:
+        if epoch_column is not None:
+            msg = ("epoch_column needs per-epoch results ({epoch: rows}, e.g. "
+                   "stream.collect().results); got a plain list of rows")
+            raise TypeError(msg)
+        rows = [_as_row(r) for r in records]
+    if schema is None and not rows:
+        msg = ("to_dataframe: there are no rows to infer a schema from; give schema= (a DDL "
+               "string such as 'node string, rank double')")
+        raise ValueError(msg)
+    try:
+        return spark.createDataFrame(rows, schema)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the offending row
+        msg = (f"to_dataframe: Spark cannot make a DataFrame of these rows "
+               f"({type(exc).__name__}: {exc}); the first row is {_repr.repr(rows[0]) if rows else None}"
+               f"{'' if schema is None else f' and the schema {schema!r}'}")
+        raise TypeError(msg) from exc
+
+
+def _as_tuple(record: Any) -> tuple:
+    if isinstance(record, tuple):
+        return record
+    if isinstance(record, list):
+        return tuple(record)
+    if isinstance(record, dict):
+        msg = "epoch_column needs rows as tuples or lists, not dicts (the order of fields matters)"
+        raise TypeError(msg)
+    return (record,)

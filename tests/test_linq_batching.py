@@ -1,0 +1,83 @@
+"""Operators work on batches: the Python calls they make do not grow with the number of records,
+apart from the user's own functions."""
+
+import threading
+from collections import Counter
+
+import pytest
+
+import linq  # noqa: F401 - installs the Stream methods
+import naiad
+
+
+def plus_one(x):
+    return x + 1
+
+
+def is_even(x):
+    return x % 2 == 0
+
+
+def pair(x):
+    return (x, x)
+
+
+def mod7(x):
+    return x % 7
+
+
+def same(x):
+    return x
+
+
+def add(a, b):
+    return a + b
+
+
+def ones(k, rs):
+    return [k]
+
+
+USER = {f.__code__ for f in (plus_one, is_even, pair, mod7, same, add, ones)}
+
+QUERIES = {
+    "select": lambda s: s.select(plus_one),
+    "where": lambda s: s.where(is_even),
+    "select_many": lambda s: s.select_many(pair),
+    "count": lambda s: s.count(),
+    "distinct": lambda s: s.distinct(),
+    "group_by": lambda s: s.group_by(mod7, ones),
+    "aggregate": lambda s: s.aggregate(mod7, mod7, add),
+    "join": lambda s: s.join(s.where(is_even), same, same, add),
+}
+
+
+def framework_calls(query, n, workers):
+    """Python-level calls made by the worker threads, other than to the user's functions."""
+    calls = Counter()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls["user" if frame.f_code in USER else "framework"] += 1
+
+    comp = naiad.Computation(workers=workers)
+    inp = comp.new_input()
+    query(inp.stream).collect()
+    threading.setprofile(profile)
+    try:
+        comp.activate()
+    finally:
+        threading.setprofile(None)
+    inp.on_next(list(range(n)))
+    inp.on_completed()
+    comp.join(timeout=120)
+    return calls["framework"], calls["user"]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_framework_calls_do_not_grow_with_records(name):
+    workers = 1 if name == "distinct" else 2   # distinct exchanges by a Python identity
+    small, _ = framework_calls(QUERIES[name], 2_000, workers)
+    big, user = framework_calls(QUERIES[name], 40_000, workers)
+    assert user >= 40_000 or name in ("count", "distinct")
+    assert big - small < 400, (small, big)
