@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any, Callable, Hashable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
 __all__ = ["key_hash", "partition", "Exchange", "Pipeline"]
@@ -77,33 +77,34 @@ def key_hash(key: Hashable) -> int:
     return _mix(crc32(data) ^ (len(data) << 32))
 
 
+# Destination caches, one per number of parts: real keys repeat (words, node ids), so the hash
+# is computed once per distinct key.  Bounded; cleared when full.  Equal keys (1, 1.0, True)
+# share an entry, which is right since key_hash gives them the same value.
+_CACHE_LIMIT = 1 << 20
+_caches: Dict[int, Dict[Any, int]] = {}
+
+
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
     """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``."""
     out: List[list] = [[] for _ in range(parts)]
     if not records:
         return out
     appends = [o.append for o in out]
-    # Specialise on the first key's type: ints and strings skip the generic dispatch.
-    t = type(key(records[0]))
-    if t is int:
-        mask = _MASK64
+    cache = _caches.get(parts)
+    if cache is None or len(cache) > _CACHE_LIMIT:
+        cache = _caches[parts] = {}
+    get = cache.get
+    try:
         for r in records:
             k = key(r)
-            if type(k) is int:
-                x = k & mask
-                x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & mask
-                x = (x ^ (x >> 27)) * 0x94D049BB133111EB & mask
-                appends[(x ^ (x >> 31)) % parts](r)
-            else:
-                appends[key_hash(k) % parts](r)
-    elif t is str:
-        for r in records:
-            k = key(r)
-            if type(k) is str:
-                appends[_mix(crc32(k.encode("utf-8", "surrogatepass")) ^ (len(k) << 32)) % parts](r)
-            else:
-                appends[key_hash(k) % parts](r)
-    else:
+            d = get(k)
+            if d is None:
+                d = cache[k] = key_hash(k) % parts
+            appends[d](r)
+    except TypeError:
+        # An unhashable key (a list, a dict): hash every record the slow way.
+        out = [[] for _ in range(parts)]
+        appends = [o.append for o in out]
         for r in records:
             appends[key_hash(key(r)) % parts](r)
     return out

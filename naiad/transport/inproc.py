@@ -7,6 +7,8 @@ Messages from one worker to another are delivered in the order sent (FIFO per pa
 
 from __future__ import annotations
 
+import os
+import pickle
 from queue import SimpleQueue
 from typing import List
 
@@ -26,6 +28,9 @@ class LocalFabric:
         self.inboxes: List[SimpleQueue] = [SimpleQueue() for _ in range(workers_per_process)]
         self.progress_messages = 0
         self.progress_updates = 0
+        self.progress_bytes = 0
+        # Measuring bytes costs a pickle per broadcast: only for benchmarks.
+        self._measure = os.environ.get("NAIAD_PROGRESS_STATS") == "1"
 
     def inbox(self, local_index: int) -> SimpleQueue:
         return self.inboxes[local_index]
@@ -39,6 +44,8 @@ class LocalFabric:
     def broadcast_progress(self, src: int, updates: list) -> None:
         self.progress_messages += 1
         self.progress_updates += len(updates)
+        if self._measure:
+            self.progress_bytes += len(pickle.dumps(updates, protocol=5))
         msg = (PROGRESS, src, updates)
         me = src - self.first
         for i, q in enumerate(self.inboxes):

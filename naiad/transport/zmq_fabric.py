@@ -65,7 +65,6 @@ class ZmqFabric(LocalFabric):
         self._arrival_cv = threading.Condition()
         self.bytes_sent = 0
         self.messages_sent = 0
-        self.progress_bytes = 0
         try:
             self._start(comp)
         except BaseException:
