@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import networkx as nx
 
 from naiad.progress.summary import PathSummary
 from naiad.progress.timestamp import Timestamp
@@ -113,21 +112,17 @@ class GraphBuilder:
         on a cycle closes a cycle that does not advance.
         """
         for k in sorted({summary.keep for _, _, summary in self._edges}):
-            graph = nx.DiGraph()
-            graph.add_nodes_from(self._depths)
+            succ: dict[int, list[int]] = {loc: [] for loc in self._depths}
             suspects = []
             for src, dst, summary in self._edges:
                 if summary.keep > k or (summary.keep == k and not summary.delta):
-                    graph.add_edge(src, dst)
+                    succ[src].append(dst)
                 if summary.keep == k and not summary.delta:
                     suspects.append((src, dst))
-            component = {}
-            for index, nodes in enumerate(nx.strongly_connected_components(graph)):
-                for node in nodes:
-                    component[node] = index
+            component = _strongly_connected(succ)
             for src, dst in suspects:
                 if component[src] == component[dst]:
-                    cycle = [src] + nx.shortest_path(graph, dst, src)
+                    cycle = [src] + _shortest_path(succ, dst, src)
                     names = " -> ".join(self._label(loc) for loc in cycle)
                     msg = (
                         f"the cycle {names} does not advance timestamps, so an event on it could "
@@ -231,3 +226,62 @@ class Reachability:
             if summary.apply(t1).less_equal(t2):
                 return True
         return False
+
+
+def _strongly_connected(succ: dict[int, list[int]]) -> dict[int, int]:
+    """Tarjan's algorithm, iteratively: location -> index of its strongly connected component."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    component: dict[int, int] = {}
+    counter = 0
+    for root in succ:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            children = succ[node]
+            if i < len(children):
+                work.append((node, i + 1))
+                child = children[i]
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component[member] = node
+                    if member == node:
+                        break
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return component
+
+
+def _shortest_path(succ: dict[int, list[int]], src: int, dst: int) -> list[int]:
+    """Breadth-first path from ``src`` to ``dst`` (both included)."""
+    previous: dict[int, int] = {src: src}
+    frontier = [src]
+    while frontier and dst not in previous:
+        nxt = []
+        for node in frontier:
+            for child in succ[node]:
+                if child not in previous:
+                    previous[child] = node
+                    nxt.append(child)
+        frontier = nxt
+    path = [dst]
+    while path[-1] != src:
+        path.append(previous[path[-1]])
+    return path[::-1]
