@@ -199,15 +199,15 @@ class Worker:
                 self.fabric.flush(self.index)
                 return
             self.fabric.flush(self.index)
-            try:
-                msg = inbox.get(timeout=1.0)
-            except Empty:
-                continue
-            self._handle(msg)
+            msg = self.fabric.wait(self.local_index, 1.0)
+            if msg is not None:
+                self._handle(msg)
 
     def _take_inbox(self) -> None:
         inbox = self.inbox
         handle = self._handle
+        for msg in self.fabric.receive(self.local_index):
+            handle(msg)
         while not inbox.empty():
             try:
                 msg = inbox.get_nowait()

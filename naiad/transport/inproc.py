@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import List
 
 __all__ = ["LocalFabric"]
@@ -54,6 +54,18 @@ class LocalFabric:
 
     def flush(self, src: int) -> None:
         """End of a worker's step: nothing is buffered in process."""
+
+    def receive(self, local_index: int) -> tuple:
+        """Messages that arrived for this worker outside its inbox (none in process)."""
+        return ()
+
+    def wait(self, local_index: int, timeout: float):
+        """Block until something arrives for the worker (bounded by ``timeout`` seconds); return
+        a message, or None when the worker should look at its inbox and sockets again."""
+        try:
+            return self.inboxes[local_index].get(timeout=timeout)
+        except Empty:
+            return None
 
     def post(self, local_index: int, msg: tuple) -> None:
         """Deliver a control message (input, close, stop) to one local worker."""

@@ -1,11 +1,13 @@
 """The ZeroMQ fabric: workers in other processes reached over PUSH/PULL sockets.
 
-Each process binds one PULL socket.  Every worker thread owns one PUSH socket per remote process
-and sends there, in order, everything it addresses to that process: data batches and progress
-updates, accumulated during a step and pickled together as one message, so the channel between
-two workers is FIFO and no message is sent per record.  A communication thread receives,
-unpickles and dispatches into the local workers' inboxes, exchanges the start-up handshake,
-heartbeats and failure notices, and watches for silent peers.
+Every worker binds its own PULL socket and owns one PUSH socket per remote worker; it sends
+there, in order, everything it addresses to that worker: data batches and progress updates,
+accumulated during a step and pickled together as one message, so the channel between two
+workers is FIFO and no message is sent per record.  An idle worker blocks on its socket and on a
+wake-up pipe that local senders write to, so remote messages reach it without a thread hop.
+Each process also binds a control socket, served by a communication thread: the start-up
+handshake (which also announces the workers' endpoints), heartbeats, failure notices, barriers
+and the final goodbye; it watches for silent peers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Dict, List, Optional
 import zmq
 
 from naiad.errors import ComputationFailed, NaiadError, VertexError
-from naiad.transport.inproc import PROGRESS, DATA, LocalFabric
+from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
 from naiad.transport.security import CurveKeys, needs_authentication, resolve_secret
 
 __all__ = ["ZmqFabric"]
@@ -59,8 +61,16 @@ class ZmqFabric(LocalFabric):
         self._closed = False
         self._control: "queue.SimpleQueue" = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
-        self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(self.workers_per_process)]
-        self._out: List[Dict[int, list]] = [{} for _ in range(self.workers_per_process)]
+        n = self.workers_per_process
+        self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
+        self._out: List[Dict[int, list]] = [{} for _ in range(n)]
+        self._data_pull: List[zmq.Socket] = []
+        self._pollers: List[zmq.Poller] = []
+        self._sleeping = [False] * n
+        self._worker_wake = [os.pipe() for _ in range(n)]
+        for r, _ in self._worker_wake:
+            os.set_blocking(r, False)
+        self.worker_endpoints: Dict[int, str] = {}
         self._arrivals: Dict[str, Dict[int, Any]] = {}
         self._arrival_cv = threading.Condition()
         self.bytes_sent = 0
@@ -104,6 +114,19 @@ class ZmqFabric(LocalFabric):
             msg = f"process {comp.process_index} cannot listen on {bind}: {exc}"
             raise NaiadError(msg) from exc
         me = self.pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        data_bind = me.rsplit(":", 1)[0] + ":*"
+        for i in range(self.workers_per_process):
+            sock = self.ctx.socket(zmq.PULL)
+            sock.linger = 0
+            if self.keys is not None:
+                self.keys.serve(sock)
+            sock.bind(data_bind)
+            self._data_pull.append(sock)
+            self.worker_endpoints[self.first + i] = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            poller = zmq.Poller()
+            poller.register(sock, zmq.POLLIN)
+            poller.register(self._worker_wake[i][0], zmq.POLLIN)
+            self._pollers.append(poller)
         if rendezvous is not None:
             self.endpoints = list(rendezvous(me))
         else:
@@ -127,13 +150,13 @@ class ZmqFabric(LocalFabric):
     def _peers(self):
         return [p for p in range(self.processes) if p != self.process_index]
 
-    def _connect(self, proc: int) -> zmq.Socket:
+    def _connect(self, proc: int, endpoint: Optional[str] = None) -> zmq.Socket:
         sock = self.ctx.socket(zmq.PUSH)
         sock.linger = 0
         sock.sndhwm = 0
         if self.keys is not None:
             self.keys.connect_as_client(sock)
-        sock.connect(self.endpoints[proc])
+        sock.connect(endpoint or self.endpoints[proc])
         return sock
 
     def _wait_for_peers(self, timeout: float) -> None:
@@ -144,7 +167,7 @@ class ZmqFabric(LocalFabric):
                    "--hosts, or raise connect_timeout")
             raise ComputationFailed(msg)
         self.comp.check_failed()
-        for p, (fp, workers, processes) in sorted(self._hello.items()):
+        for p, (fp, workers, processes, endpoints) in sorted(self._hello.items()):
             if (workers, processes) != (self.workers_per_process, self.processes):
                 msg = (f"process {p} runs {processes} process(es) x {workers} worker(s) but "
                        f"process {self.process_index} runs {self.processes} x "
@@ -155,55 +178,102 @@ class ZmqFabric(LocalFabric):
                        f"process {self.process_index} ({self.fingerprint}); every process must "
                        "build the same stages in the same order")
                 raise ComputationFailed(msg)
+            for i, ep in enumerate(endpoints):
+                self.worker_endpoints[p * workers + i] = ep
 
     # ---- the worker side ---------------------------------------------------------------------
     def _proc(self, worker: int) -> int:
         return worker // self.workers_per_process
 
+    def _put(self, local: int, msg: tuple) -> None:
+        self.inboxes[local].put(msg)
+        if self._sleeping[local]:
+            try:
+                os.write(self._worker_wake[local][1], b"!")
+            except OSError:  # pragma: no cover - the pipe is full: the worker wakes anyway
+                pass
+
     def send(self, src: int, dst: int, conn_id: int, time, records: list) -> None:
-        proc = dst // self.workers_per_process
-        if proc == self.process_index:
-            self.inboxes[dst - self.first].put((DATA, conn_id, time, records))
+        local = dst - self.first
+        if 0 <= local < self.workers_per_process:
+            self._put(local, (DATA, conn_id, time, records))
             return
         out = self._out[src - self.first]
-        items = out.get(proc)
+        items = out.get(dst)
         if items is None:
-            out[proc] = items = []
-        items.append((DATA, dst - proc * self.workers_per_process, conn_id, time, records))
+            out[dst] = items = []
+        items.append((DATA, conn_id, time, records))
         if len(items) >= _ITEMS_BEFORE_FLUSH:
-            self._send_items(src, proc, items)
-            out[proc] = []
+            self._send_items(src, dst, items)
+            out[dst] = []
 
     def broadcast_progress(self, src: int, updates: list) -> None:
-        super().broadcast_progress(src, updates)
-        out = self._out[src - self.first]
+        self.progress_messages += 1
+        self.progress_updates += len(updates)
+        if self._measure:
+            self.progress_bytes += len(pickle.dumps(updates, protocol=5))
         item = (PROGRESS, src, updates)
+        me = src - self.first
+        for i in range(self.workers_per_process):
+            if i != me:
+                self._put(i, item)
+        out = self._out[me]
+        wpp = self.workers_per_process
         for proc in self._peers():
             if proc in self._done_from:
                 continue
-            items = out.get(proc)
-            if items is None:
-                out[proc] = items = []
-            items.append(item)
+            for dst in range(proc * wpp, (proc + 1) * wpp):
+                items = out.get(dst)
+                if items is None:
+                    out[dst] = items = []
+                items.append(item)
         self.flush(src)
+
+    def post(self, local_index: int, msg: tuple) -> None:
+        self._put(local_index, msg)
 
     def flush(self, src: int) -> None:
         out = self._out[src - self.first]
-        for proc, items in out.items():
+        for dst, items in out.items():
             if items:
-                self._send_items(src, proc, items)
+                self._send_items(src, dst, items)
         out.clear()
 
-    def _send_items(self, src: int, proc: int, items: list) -> None:
+    def receive(self, local_index: int) -> list:
+        """Messages waiting on the worker's own socket, in the order their senders sent them."""
+        sock = self._data_pull[local_index]
+        got: list = []
+        while sock.get(zmq.EVENTS) & zmq.POLLIN:
+            frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            got.extend(pickle.loads(frames[1].buffer))
+        return got
+
+    def wait(self, local_index: int, timeout: float):
+        """Block on the worker's socket and wake-up pipe; the worker then looks at both."""
+        self._sleeping[local_index] = True
+        try:
+            if (self.inboxes[local_index].empty()
+                    and not self._data_pull[local_index].get(zmq.EVENTS) & zmq.POLLIN):
+                self._pollers[local_index].poll(timeout * 1000)
+            try:
+                os.read(self._worker_wake[local_index][0], 4096)
+            except (BlockingIOError, OSError):
+                pass
+        finally:
+            self._sleeping[local_index] = False
+        return None
+
+    def _send_items(self, src: int, dst: int, items: list) -> None:
         try:
             payload = pickle.dumps(items, protocol=5)
         except Exception:
             self._explain_pickling(src, items)
             raise
         socks = self._push[src - self.first]
-        sock = socks.get(proc)
+        sock = socks.get(dst)
         if sock is None:
-            socks[proc] = sock = self._connect(proc)
+            socks[dst] = sock = self._connect(dst // self.workers_per_process,
+                                              self.worker_endpoints[dst])
         sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
         self.messages_sent += 1
         self.bytes_sent += len(payload)
@@ -214,30 +284,31 @@ class ZmqFabric(LocalFabric):
             if item[0] != DATA:
                 continue
             try:
-                pickle.dumps(item[4], protocol=5)
+                pickle.dumps(item[3], protocol=5)
             except Exception as exc:
-                conn = graph.connectors[item[2]]
+                conn = graph.connectors[item[1]]
                 src_worker = src
                 src, dst = graph.stages[conn.src], graph.stages[conn.dst]
                 try:
                     import cloudpickle  # records such as lambdas still travel
-                    cloudpickle.dumps(item[4])
+                    cloudpickle.dumps(item[3])
                 except Exception:
                     pass
                 else:
                     continue
-                bad = next((r for r in item[4] if not _picklable(r)), None)
+                bad = next((r for r in item[3] if not _picklable(r)), None)
                 msg = (f"records sent from stage {src.name!r} to stage {dst.name!r} at "
-                       f"{item[3]!r} cannot be pickled to reach another process "
+                       f"{item[2]!r} cannot be pickled to reach another process "
                        f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
                        "Records that cross processes must be picklable data")
                 cause = TypeError(msg)
-                raise VertexError(src.name, src_worker, item[3], "sending to another process",
+                raise VertexError(src.name, src_worker, item[2], "sending to another process",
                                   cause, "", self.process_index) from exc
 
     # ---- control ---------------------------------------------------------------------------------
     def stop(self, reason: str) -> None:
-        super().stop(reason)
+        for i in range(self.workers_per_process):
+            self._put(i, (STOP, reason))
         failure = self.comp._failure
         if failure is not None and not getattr(failure, "_naiad_remote", False):
             self._post_control(FAIL, failure)
@@ -294,10 +365,12 @@ class ZmqFabric(LocalFabric):
         pull = getattr(self, "pull", None)
         if pull is not None:
             pull.close(linger=0)
+        for sock in self._data_pull:
+            sock.close(linger=0)
         if self.auth is not None:
             self.auth.stop()
         self.ctx.term()
-        for fd in (self._wake_r, self._wake_w):
+        for fd in (self._wake_r, self._wake_w, *(f for pair in self._worker_wake for f in pair)):
             try:
                 os.close(fd)
             except OSError:
@@ -315,7 +388,8 @@ class ZmqFabric(LocalFabric):
 
     def _comm(self) -> None:
         me = self.process_index
-        hello = pickle.dumps((self.fingerprint, self.workers_per_process, self.processes))
+        mine = [self.worker_endpoints[self.first + i] for i in range(self.workers_per_process)]
+        hello = pickle.dumps((self.fingerprint, self.workers_per_process, self.processes, mine))
         for p, s in self._ctl_push.items():
             s.send_multipart([HELLO, me.to_bytes(4, "little"), hello])
         poller = zmq.Poller()
@@ -324,7 +398,6 @@ class ZmqFabric(LocalFabric):
         start = time.monotonic()
         next_beat = start
         sent_done = False
-        inboxes = self.inboxes
         while not self._stop_thread:
             now = time.monotonic()
             if now >= next_beat:
@@ -363,15 +436,6 @@ class ZmqFabric(LocalFabric):
                 except zmq.Again:
                     break
                 tag = frames[0].bytes
-                if tag == BATCH:
-                    for item in pickle.loads(frames[1].buffer):
-                        if item[0] == DATA:
-                            inboxes[item[1]].put((DATA, item[2], item[3], item[4]))
-                        else:
-                            msg = (PROGRESS, item[1], item[2])
-                            for q in inboxes:
-                                q.put(msg)
-                    continue
                 proc = int.from_bytes(frames[1].bytes, "little")
                 self._last_heard[proc] = time.monotonic()
                 if tag == BEAT:
