@@ -298,12 +298,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
 
-    import naiad.spark
+    try:
+        import naiad.spark
+        print("Starting a local SparkSession ...", flush=True)
+        spark = naiad.spark.local_session(args.master, processes=args.processes)
+    except (ImportError, naiad.NaiadError) as exc:   # no PySpark, or no Java
+        print(f"Cannot run the Spark sample: {exc}", file=sys.stderr)
+        return 2
     from pyspark.sql import functions as F
     from samples.graphs import rmat_edges, stdlib_import_graph
 
-    print("Starting a local SparkSession ...", flush=True)
-    spark = naiad.spark.local_session(args.master, processes=args.processes)
     with tempfile.TemporaryDirectory(prefix="naiad-main-") as tmp:
         if args.rmat:
             edges = rmat_edges(args.rmat, seed=1)
@@ -320,8 +324,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"PageRank, {args.iterations} iterations, as a timely dataflow of {args.processes} "
               f"processes in one Spark barrier stage ({spark.sparkContext.master}):", flush=True)
         t0 = time.perf_counter()
-        ranks = naiad.spark.execute(edges_df, PageRankProgram(args.iterations),
-                                    processes=args.processes, schema=f"node {kind}, rank double")
+        try:
+            ranks = naiad.spark.execute(edges_df, PageRankProgram(args.iterations),
+                                        processes=args.processes,
+                                        schema=f"node {kind}, rank double")
+        except naiad.spark.StageFailed as exc:
+            print(f"The computation failed: {exc}", file=sys.stderr)
+            return 1
         took = time.perf_counter() - t0
         print(f"The computation took {took:.2f} s. Back in Spark, the top {args.top} by rank, "
               "with their in-degree:")

@@ -58,7 +58,11 @@ class StageFailed(ComputationFailed):
 
 
 def listen_host(address: str) -> str:
-    """The IP address to bind, from an executor address such as ``host:port``."""
+    """The IP address to bind, from an executor address such as ``host:port``.
+
+    >>> listen_host("localhost:41013"), listen_host("10.1.2.3:7077"), listen_host("[::1]:7077")
+    ('127.0.0.1', '10.1.2.3', '::1')
+    """
     host = address
     if address.startswith("["):                 # [IPv6]:port
         host = address[1:].split("]", 1)[0]

@@ -21,7 +21,7 @@ import pickle
 import reprlib
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from naiad.errors import NaiadError
 

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import warnings
 from typing import Any, Optional
 
@@ -50,6 +51,43 @@ def check_java() -> str:
     return java
 
 
+_LOG4J = """\
+# Written by naiad.spark.local_session(quiet=True): Spark's own messages at ERROR only; a
+# failed task's error reaches the driver's exception, so the executor does not log it too.
+rootLogger.level = error
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = fatal
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = fatal
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def _quiet_log_config() -> str:
+    """A log4j2 configuration that logs errors only (Spark's start-up chatter is warnings)."""
+    path = os.path.join(tempfile.gettempdir(), f"naiad-spark-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path) as f:
+            if f.read() == _LOG4J:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(_LOG4J)
+    os.replace(tmp, path)
+    return path
+
+
 def _prepare_environment(local: bool) -> None:
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -65,7 +103,9 @@ def local_session(master: Optional[str] = None, *, processes: int = 2, app_name:
 
     ``conf`` entries are Spark settings with dots written as given, e.g.
     ``local_session(**{"spark.sql.shuffle.partitions": "4"})``.  ``quiet`` sets the log level
-    to ERROR and hides the console progress bar.
+    to ERROR and hides the console progress bar.  A local session does not attempt a failed
+    stage again (``spark.stage.maxConsecutiveAttempts=1``): on one machine a failing program
+    fails the same way every time, so its error should come at once.
     """
     quiet_warnings()
     if master is None:
@@ -76,8 +116,13 @@ def local_session(master: Optional[str] = None, *, processes: int = 2, app_name:
     from pyspark.sql import SparkSession
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    if local:
+        settings["spark.stage.maxConsecutiveAttempts"] = "1"
     if quiet:
         settings["spark.ui.showConsoleProgress"] = "false"
+        if "spark.driver.extraJavaOptions" not in conf:
+            settings["spark.driver.extraJavaOptions"] = (
+                f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}")
     settings.update({k: str(v) for k, v in conf.items()})
     for key, value in settings.items():
         builder = builder.config(key, value)

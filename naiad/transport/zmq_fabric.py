@@ -244,7 +244,10 @@ class ZmqFabric(LocalFabric):
         sock = self._data_pull[local_index]
         got: list = []
         while sock.get(zmq.EVENTS) & zmq.POLLIN:
-            frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
+                break
             got.extend(pickle.loads(frames[1].buffer))
         return got
 

@@ -1,0 +1,261 @@
+"""naiad.spark on a real local SparkSession (local[2]): DataFrame and RDD round trips, epochs per
+column, PageRank on a Spark-loaded graph against the oracle, the barrier runner against
+naiad.execute, and the errors a Spark user meets.  One session serves the whole module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="PySpark is not installed: pip install 'naiad[spark]'")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Spark needs a Java runtime and none is installed", allow_module_level=True)
+
+import linq  # noqa: E402,F401 - the fluent methods, in this process too
+import naiad  # noqa: E402
+import naiad.spark  # noqa: E402
+import stages  # noqa: E402
+from samples.graphs import adjacency, rmat_edges, stdlib_import_graph  # noqa: E402
+from samples.main import PageRankProgram, write_edges_csv  # noqa: E402
+from samples.pagerank import power_iteration  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+# Spark's executors may not find this test module on their path: send its functions by value.
+from pyspark import cloudpickle as _spark_cloudpickle  # noqa: E402
+
+_spark_cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = naiad.spark.local_session("local[2]")
+    yield session
+
+
+@pytest.fixture(scope="module")
+def numbers(spark):
+    """100 rows (id, group, value) in 2 partitions."""
+    rows = [(i, f"g{i % 3}", float(i) / 4) for i in range(100)]
+    return spark.createDataFrame(rows, "id long, grp string, value double").repartition(2)
+
+
+def _sums(comp, rows):
+    """Sum of value per group, plus which process read how many rows."""
+    inp = comp.new_input()
+    got = inp.stream.aggregate(lambda r: r[1], lambda r: r[2], lambda a, b: a + b).collect()
+    comp.activate()
+    mine = list(rows)
+    inp.on_next(mine)
+    inp.on_completed()
+    comp.join()
+    return [("sum", g, v) for g, v in got.records()] + [("read", str(comp.process_index),
+                                                         float(len(mine)))]
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_dataframe_round_trip(spark, numbers, processes):
+    out = naiad.spark.execute(numbers, _sums, processes=processes,
+                              schema="kind string, key string, value double")
+    assert out.columns == ["kind", "key", "value"]
+    got = {(r.kind, r.key): r.value for r in out.collect()}
+    want = {r.grp: r.total for r in numbers.groupBy("grp").agg({"value": "sum"})
+            .withColumnRenamed("sum(value)", "total").collect()}
+    assert {k: v for (kind, k), v in got.items() if kind == "sum"} == pytest.approx(want)
+    read = {int(k): int(v) for (kind, k), v in got.items() if kind == "read"}
+    assert sorted(read) == list(range(processes))
+    assert sum(read.values()) == 100
+    if processes == 2:   # each task read exactly its own partition
+        assert sorted(read.values()) == sorted(numbers.rdd.glom().map(len).collect())
+
+
+def test_rdd_round_trip_with_inferred_schema(spark):
+    rdd = spark.sparkContext.parallelize([(i, i * i) for i in range(40)], 2)
+
+    def program(comp, rows):
+        inp = comp.new_input()
+        got = inp.stream.where(lambda r: r[0] % 2 == 0).select(lambda r: (r[0], r[1] + 1)).collect()
+        comp.activate()
+        rows.feed(inp)
+        comp.join()
+        return got.records()
+
+    out = naiad.spark.execute(rdd, program)          # processes = partitions = 2
+    assert out.count() == 20
+    assert sorted(tuple(r) for r in out.collect()) == [(i, i * i + 1) for i in range(0, 40, 2)]
+    assert out.orderBy("_1").first()[1] == 1         # later actions reuse the stage's output
+
+
+def test_one_epoch_per_column_value(spark, numbers):
+    def program(comp, rows):
+        inp = comp.new_input()
+        got = inp.stream.select(lambda r: 1).aggregate(lambda r: 0, lambda r: r,
+                                                       lambda a, b: a + b).collect()
+        comp.activate()
+        epochs = rows.feed(inp)
+        comp.join()
+        assert epochs == 3
+        return [(e, n) for e, recs in got.results.items() for _, n in recs]
+
+    out = naiad.spark.execute(numbers, program, processes=2, epoch_column="grp",
+                              schema="epoch long, n long")
+    # grp values g0 < g1 < g2 become epochs 0, 1, 2; records of each epoch are counted there.
+    assert sorted(tuple(r) for r in out.collect()) == [(0, 34), (1, 33), (2, 33)]
+
+
+def test_missing_column_lists_the_columns(numbers):
+    with pytest.raises(ValueError) as err:
+        naiad.spark.execute(numbers, _sums, processes=2, epoch_column="group")
+    assert "'group' does not exist" in str(err.value)
+    assert "id, grp, value" in str(err.value)
+    with pytest.raises(ValueError, match="did you mean 'grp'"):
+        naiad.spark.source(numbers, epoch_column="GRP")
+
+
+def test_pagerank_on_a_spark_loaded_graph(spark, tmp_path):
+    edges = stdlib_import_graph()
+    path = write_edges_csv(edges, str(tmp_path / "edges.csv"))
+    df = spark.read.csv(path, header=True, schema="src string, dst string")
+    ranks = naiad.spark.execute(df, PageRankProgram(20, progress=False), processes=2,
+                                schema="node string, rank double")
+    got = dict(ranks.collect())
+    want = power_iteration(adjacency(edges)[1], 20)
+    assert set(got) == set(want)
+    assert max(abs(got[u] - want[u]) for u in want) < 1e-9
+
+
+class _FromSource:
+    """The same PageRank for naiad.execute, reading a naiad.spark.source."""
+
+    def __init__(self, src, iterations):
+        self.src = src
+        self.iterations = iterations
+
+    def __call__(self, comp):
+        return PageRankProgram(self.iterations, progress=False)(comp, self.src.rows(comp))
+
+
+def test_barrier_runner_matches_naiad_execute(spark):
+    edges = rmat_edges(10, edge_factor=8, seed=3)
+    df = spark.createDataFrame(edges, "src long, dst long").repartition(2)
+    in_spark = dict(naiad.spark.execute(df, PageRankProgram(10, progress=False), processes=2,
+                                        schema="node long, rank double").collect())
+    with naiad.spark.source(df) as src:
+        assert len(src.files()) == 2
+        parts = naiad.execute(_FromSource(src, 10), processes=2)
+    assert all(parts), "each process of naiad.execute read a share and owns nodes"
+    outside = dict(r for part in parts for r in part)
+    assert set(in_spark) == set(outside)
+    assert max(abs(in_spark[u] - outside[u]) for u in outside) < 1e-12
+    want = power_iteration(adjacency(edges)[1], 10)
+    assert max(abs(outside[u] - want[u]) for u in want) < 1e-9
+
+
+def test_source_of_an_rdd_with_epochs(spark):
+    rdd = spark.sparkContext.parallelize([(i % 2, i) for i in range(10)], 3)
+
+    def program(comp):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        src.rows(comp).feed(inp)
+        comp.join()
+        return {e: sorted(v for _, v in recs) for e, recs in got.results.items()}
+
+    with naiad.spark.source(rdd, epoch_column=0) as src:
+        parts = naiad.execute(program, processes=2)
+    merged = {e: sorted(v for p in parts for v in p.get(e, [])) for e in (0, 1)}
+    assert merged == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
+
+
+class Explode(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        if message[0] == 42:
+            raise ValueError("no answers here")
+
+
+def test_failing_vertex_fails_the_spark_job_with_its_error(numbers):
+    def program(comp, rows):
+        inp = comp.new_input()
+        stages.sink(inp.stream, Explode, partition_by=lambda r: r[0], name="explode")
+        comp.activate()
+        rows.feed(inp)
+        comp.join()
+
+    with pytest.raises(naiad.spark.StageFailed) as err:
+        naiad.spark.execute(numbers, program, processes=2, schema="x long")
+    text = str(err.value)
+    assert "stage 'explode'" in text and "on_recv" in text and "Timestamp(0)" in text
+    assert "ValueError: no answers here" in text
+    assert "Py4JJavaError" in type(err.value.__cause__).__name__ or "Exception" in \
+        type(err.value.__cause__).__name__
+
+
+def test_unpicklable_result_is_named(numbers):
+    def program(comp, rows):
+        list(rows)
+        return [(1, threading.Lock())]
+
+    with pytest.raises(naiad.spark.StageFailed, match="cannot be pickled to reach Spark"):
+        naiad.spark.execute(numbers, program, processes=2)
+
+
+def test_program_error_names_the_process(numbers):
+    def program(comp, rows):
+        if comp.process_index == 1:
+            raise KeyError("missing")
+        comp.activate()
+        comp.join()
+
+    with pytest.raises(naiad.spark.StageFailed, match=r"process 1: KeyError: 'missing'"):
+        naiad.spark.execute(numbers, program, processes=2)
+
+
+def test_too_many_processes_for_the_slots(numbers):
+    with pytest.raises(ValueError, match="needs 3 task slots at once"):
+        naiad.spark.execute(numbers, _sums, processes=3)
+
+
+def test_options_are_checked(numbers):
+    with pytest.raises(TypeError, match="known options"):
+        naiad.spark.execute(numbers, _sums, bogus=1)
+    with pytest.raises(TypeError, match="Spark reruns the whole barrier stage"):
+        naiad.spark.execute(numbers, _sums, checkpoint_dir="x")
+
+
+def test_to_dataframe_per_epoch_and_inferred(spark):
+    results = {0: [("a", 1), ("b", 2)], 1: [("a", 3)]}
+    both = naiad.spark.to_dataframe(spark, results, "key string, n long", epoch_column="epoch")
+    assert both.columns == ["epoch", "key", "n"]
+    assert sorted(tuple(r) for r in both.collect()) == [(0, "a", 1), (0, "b", 2), (1, "a", 3)]
+    one = naiad.spark.to_dataframe(spark, results[1])
+    assert [tuple(r) for r in one.collect()] == [("a", 3)]
+    plain = naiad.spark.to_dataframe(spark, [1.5, 2.5], "x double")
+    assert [r.x for r in plain.collect()] == [1.5, 2.5]
+    with pytest.raises(ValueError, match="no rows to infer a schema"):
+        naiad.spark.to_dataframe(spark, [])
+
+
+def test_missing_java_is_explained(monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent/java")
+    with pytest.raises(naiad.spark.SparkUnavailable, match="Java 17 or 21"):
+        naiad.spark.check_java()
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(naiad.spark.SparkUnavailable, match="apt-get install openjdk"):
+        naiad.spark.check_java()
+
+
+def test_pyspark_is_optional():
+    code = ("import sys; import naiad; assert 'pyspark' not in sys.modules\n"
+            "sys.modules['pyspark'] = None\n"
+            "try:\n    import naiad.spark\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'naiad[spark]'" in out.stdout
