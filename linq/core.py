@@ -19,7 +19,6 @@ operator, e.g. ``group_by(by_word)``), the vertex and the time.
 
 from __future__ import annotations
 
-import copy
 import reprlib
 from typing import Any, Callable, Iterable, List, Optional, Sequence
 
@@ -36,8 +35,7 @@ _repr.maxstring = 60
 _repr.maxother = 60
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 6
 
-# Shapes a user function's result must have (checked only when diagnosing a failure, except
-# for once-per-key reducers, which are always checked).
+# Shapes a user function's result must have (checked when a failure is diagnosed).
 ITERABLE = "an iterable of output records (a list, tuple, set or generator)"
 HASHABLE = "a hashable key (int, str, tuple, ...), since keys are grouped and exchanged by value"
 
@@ -206,8 +204,9 @@ class LinqVertex(Vertex):
         raise RuntimeError(msg) from exc
 
     def checkpoint(self) -> Any:
-        """Only the per-time state; the user functions come back with the factory."""
-        return copy.deepcopy(getattr(self, "state", None))
+        """Only the per-time state (the engine pickles it at once); the user functions come
+        back with the factory, so they need not be picklable."""
+        return getattr(self, "state", None)
 
     def restore(self, state: Any) -> None:
         if state is not None:

@@ -1,11 +1,12 @@
-"""Keyed operators that need every record of a time: group_by, cogroup_by, count, min, max, aggregate.
+"""Keyed operators needing all of a time: group_by, cogroup_by, count, min, max, aggregate.
 
 Each waits for the notification of a time before it emits.  ``group_by`` and ``cogroup_by``
 compute the key once per record (a pipelined keying stage), exchange ``(key, record)`` pairs on
 the key and call the reducer once per key.  ``count``, ``min``, ``max`` and ``aggregate``
 combine locally first (one accumulator per key and time on each worker, no exchange), then
 exchange only the partial results and combine them again: for word count that sends one
-``(word, n)`` per distinct word and worker instead of one record per word.
+``(word, n)`` per distinct word and worker instead of one record per word.  On a computation
+of a single worker there is nothing to exchange and one stage does both.
 """
 
 from __future__ import annotations
@@ -132,12 +133,27 @@ def count(stream: Stream) -> Stream:
         counts.update(records)
 
     def merge(counts: dict, edge: int, records: list) -> None:
+        if not counts and _adopt(counts, records):
+            return
         get = counts.get
         for k, n in records:
             counts[k] = get(k, 0) + n
+    if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
+        return per_time_stage([(stream, None)], "count", Counter, local_batch, _items,
+                              check_hashable("count"))
     local = per_time_stage([(stream, None)], "count.local", Counter, local_batch, _items,
                            check_hashable("count"))
     return per_time_stage([(local, _first)], "count", dict, merge, _items)
+
+
+def _adopt(acc: dict, pairs: list) -> bool:
+    """Fill an empty ``acc`` from ``(key, partial)`` pairs at C speed; False (and ``acc``
+    emptied again) when a key repeats, so that the caller combines them one by one."""
+    acc.update(pairs)
+    if len(acc) == len(pairs):
+        return True
+    acc.clear()
+    return False
 
 
 def _items(acc: dict) -> list:
@@ -163,6 +179,8 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
 
     def merge(acc: dict, edge: int, records: list) -> None:
         get = acc.get
+        if not acc and _adopt(acc, records):
+            return
         kv = None
         try:
             for kv in records:
@@ -180,6 +198,8 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
         cur = acc.get(k, _MISSING)
         if cur is not _MISSING:
             call(op, role, combine, (cur, v))
+    if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
+        return per_time_stage([(stream, None)], op, dict, fold, _items)
     local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items)
     return per_time_stage([(local, _first)], op, dict, merge, _items)
 

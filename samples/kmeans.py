@@ -17,7 +17,7 @@ The loop carries two kinds of record: points ``("p", shard, point)`` and centroi
 
 >>> from naiad.testing import run
 >>> pts = [(0.0, 0.0), (10.0, 10.0), (0.0, 1.0), (10.0, 11.0)]
->>> run(lambda comp, s: kmeans(s, iterations=3, shards=2), [records(pts, k=2)])
+>>> run(lambda comp, s: kmeans(s, iterations=3, shards=2), [records(pts, k=2, shards=2)])
 {0: [(0, (0.0, 0.5)), (1, (10.0, 10.5))]}
 """
 
@@ -67,9 +67,10 @@ def _assign(shard: int, points: list, centroids: list) -> list:
     dim = len(cents[0][1])
     sums: Dict[int, list] = {}
     for _, _, p in points:
-        acc = sums.get(_nearest(p, cents))
+        cid = _nearest(p, cents)
+        acc = sums.get(cid)
         if acc is None:
-            acc = sums[_nearest(p, cents)] = [0.0] * dim + [0]
+            acc = sums[cid] = [0.0] * dim + [0]
         for i in range(dim):
             acc[i] += p[i]
         acc[dim] += 1

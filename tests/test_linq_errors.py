@@ -1,4 +1,4 @@
-"""User functions that raise or return the wrong shape: errors name operator, function, expectation."""
+"""User functions that raise or return the wrong shape: errors name operator, function, shape."""
 
 import pytest
 

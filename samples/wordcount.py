@@ -1,0 +1,102 @@
+"""Word count in one line of LINQ, over the standard library's own ``.py`` sources as text.
+
+``lines.select_many(str.split).count()``: the split runs where the lines are, ``count`` first
+counts each worker's words locally and then exchanges one ``(word, n)`` per distinct word and
+worker.  Each process reads only its own share of the files; with ``--per-epoch`` every slice
+of files is its own epoch, counted on its own.
+
+    python -m samples.wordcount                      # every top-level stdlib module, one epoch
+    python -m samples.wordcount -n 2 -t 2 --per-epoch 40
+
+>>> from naiad.testing import run
+>>> run(lambda comp, s: word_count(s), [["to be or", "not to be"]])
+{0: [('be', 2), ('not', 1), ('or', 1), ('to', 2)]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import linq  # noqa: F401 - installs the Stream methods
+import naiad
+from naiad.graph import Stream
+from naiad.testing import shard
+from samples.textdata import read_lines, stdlib_text_files
+
+__all__ = ["word_count", "epochs_of", "oracle", "program", "run_word_count", "main"]
+
+
+def word_count(lines: Stream) -> Stream:
+    """``(word, n)`` per time, words being what ``str.split`` separates."""
+    return lines.select_many(str.split).count()
+
+
+def epochs_of(files: Sequence[str], per_epoch: Optional[int]) -> List[List[str]]:
+    """The files in slices of ``per_epoch`` (all in one slice when None)."""
+    size = per_epoch or max(len(files), 1)
+    return [list(files[i:i + size]) for i in range(0, len(files), size)] or [[]]
+
+
+def oracle(files: Sequence[str], per_epoch: Optional[int] = None) -> List[Counter]:
+    """The counts of each epoch by ``collections.Counter`` in this process."""
+    return [Counter(w for f in chunk for line in read_lines(f) for w in line.split())
+            for chunk in epochs_of(files, per_epoch)]
+
+
+def program(files: Sequence[str], per_epoch: Optional[int] = None):
+    """A program for ``naiad.execute``: process ``i`` reads every ``processes``-th file of each
+    epoch's slice and returns ``{epoch: [(word, n), ...]}`` for the words that reached it."""
+    def run(comp: naiad.Computation) -> Dict[int, list]:
+        inp = comp.new_input(name="lines")
+        got = word_count(inp.stream).collect()
+        comp.activate()
+        for chunk in epochs_of(files, per_epoch):
+            mine = shard(chunk, comp.process_index, comp.processes)
+            inp.on_next([line for f in mine for line in read_lines(f)])
+        inp.on_completed()
+        comp.join()
+        return got.results
+    return run
+
+
+def run_word_count(files: Sequence[str], per_epoch: Optional[int] = None, processes: int = 1,
+                   workers: int = 1) -> List[Counter]:
+    """The counts per epoch, merged over the processes."""
+    parts = naiad.execute(program(files, per_epoch), processes=processes, workers=workers)
+    epochs = len(epochs_of(files, per_epoch))
+    merged = [Counter() for _ in range(epochs)]
+    for part in parts:
+        for e, pairs in part.items():
+            for word, n in pairs:
+                assert word not in merged[e], f"word {word!r} counted in two processes"
+                merged[e][word] = n
+    return merged
+
+
+def main(argv: Iterable[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, help="only the first FILES modules")
+    parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
+    parser.add_argument("-n", "--processes", type=int, default=1)
+    parser.add_argument("-t", "--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    files = stdlib_text_files(limit=args.files)
+    t0 = time.perf_counter()
+    counts = run_word_count(files, args.per_epoch, args.processes, args.workers)
+    took = time.perf_counter() - t0
+    ok = counts == oracle(files, args.per_epoch)
+    total = sum(sum(c.values()) for c in counts)
+    print(f"{total} words in {len(files)} files, {len(counts)} epoch(s), {args.processes} "
+          f"process(es) x {args.workers} worker(s): {took:.2f} s; "
+          f"{'equal to' if ok else 'DIFFERENT from'} collections.Counter")
+    for word, n in sum(counts, Counter()).most_common(10):
+        print(f"  {n:7d}  {word}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
