@@ -13,18 +13,9 @@ __all__ = [
     "TimeViolation",
 ]
 
-try:  # The progress package defines GraphError so that it stays free of the runtime.
-    from naiad.progress.reachability import GraphError as _GraphError
-except ImportError:  # pragma: no cover - only while the package is being built
-    class _GraphError(Exception):
-        """An invalid dataflow graph."""
-
-
-class NaiadError(Exception):
-    """Base class of the engine's own errors."""
-
-
-GraphError = _GraphError
+# The pure progress package defines these so that it stays free of the runtime.
+from naiad.progress.errors import NaiadError
+from naiad.progress.reachability import GraphError
 
 
 class TimeViolation(NaiadError):

@@ -41,7 +41,7 @@ def key_hash(key: Hashable) -> int:
     if t is int:
         return _mix(key & _MASK64)
     if t is str:
-        return _mix(crc32(key.encode("utf-8", "surrogatepass")) ^ (len(key) << 32))
+        return crc32(key.encode("utf-8", "surrogatepass"))
     if t is tuple:
         h = 0x345678
         for item in key:
@@ -99,7 +99,10 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
             k = key(r)
             d = get(k)
             if d is None:
-                d = cache[k] = key_hash(k) % parts
+                if type(k) is str:
+                    d = cache[k] = crc32(k.encode("utf-8", "surrogatepass")) % parts
+                else:
+                    d = cache[k] = key_hash(k) % parts
             appends[d](r)
     except TypeError:
         # An unhashable key (a list, a dict): hash every record the slow way.

@@ -78,7 +78,7 @@ class Worker:
         self.accumulate = accumulate
         self.debug = debug
         self.inbox = fabric.inbox(local_index)
-        self.tracker = Tracker(reach)
+        self.tracker = Tracker(reach, debug=debug)
         self.buffer = ProgressBuffer(reach)
         self.global_view = comp._global_view if debug else None
         self.add_progress = self.buffer.add if self.global_view is None else self._add_checked

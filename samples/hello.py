@@ -39,7 +39,9 @@ class Inspect(naiad.Vertex):
 
     def on_recv(self, edge, message, time):
         if self.verbose:
-            print(f"worker {self.index}:\thello {message}", flush=True)
+            # one write per line: worker threads print concurrently
+            sys.stdout.write(f"worker {self.index}:\thello {message}\n")
+            sys.stdout.flush()
         self.send_by(0, (self.index, message), time)
 
 

@@ -10,6 +10,7 @@ from typing import Dict, List
 import pytest
 
 import naiad
+import naiad.testing
 import stages
 from naiad import key_hash
 from naiad.testing import shard
@@ -67,10 +68,19 @@ def routing_program(comp, epochs):
     return got_keyed.results, got_local.results
 
 
+ROUTING_EPOCHS = [[random.Random(5).randrange(10_000) for _ in range(200)], [], list(range(50))]
+
+
+@functools.lru_cache(maxsize=None)
+def routed(processes, workers):
+    """One run of the routing program per configuration, shared by the two tests below."""
+    return naiad.testing.Cluster(processes, workers).execute(
+        functools.partial(routing_program, epochs=ROUTING_EPOCHS))
+
+
 def test_partition_by_routes_equal_keys_to_one_vertex(cluster):
-    rng = random.Random(5)
-    epochs = [[rng.randrange(10_000) for _ in range(200)], [], list(range(50))]
-    parts = cluster.execute(functools.partial(routing_program, epochs=epochs))
+    epochs = ROUTING_EPOCHS
+    parts = routed(cluster.processes, cluster.workers)
     total = cluster.processes * cluster.workers
     keyed = merged(parts, 0)
     where: Dict[object, set] = defaultdict(set)
@@ -86,10 +96,9 @@ def test_partition_by_routes_equal_keys_to_one_vertex(cluster):
 
 
 def test_records_without_partition_by_stay_on_their_worker(cluster):
-    epochs = [list(range(100)), list(range(7))]
-    parts = cluster.execute(functools.partial(routing_program, epochs=epochs))
-    local = merged(parts, 1)
-    assert {e: len(recs) for e, recs in local.items()} == {0: 100, 1: 7}
+    local = merged(routed(cluster.processes, cluster.workers), 1)
+    assert {e: len(recs) for e, recs in local.items()} == {
+        e: len(recs) for e, recs in enumerate(ROUTING_EPOCHS)}
     for recs in local.values():
         for upstream, here in recs:
             assert upstream == here

@@ -7,6 +7,7 @@ import functools
 import networkx as nx
 import pytest
 
+import naiad
 from naiad import key_hash
 from samples import collatz, components_vertex, hello, textdata, wordcount_vertex
 
@@ -39,14 +40,26 @@ def test_hello_prints_what_each_worker_sees(capsys):
 
 # ---- collatz --------------------------------------------------------------------------------
 
-def test_collatz_counts_steps_and_iterations(cluster):
-    limit = 300
-    steps, alive = collatz.merge(cluster.execute(functools.partial(collatz.program, limit=limit)))
+def collatz_expectations(limit):
     expected = {n: collatz.collatz_steps(n) for n in range(1, limit + 1)}
-    assert steps == expected
     # The notification of iteration k counts the numbers still travelling at k.
-    assert alive == {k: sum(1 for s in expected.values() if s >= k)
-                     for k in range(max(expected.values()) + 1)}
+    alive = {k: sum(1 for s in expected.values() if s >= k)
+             for k in range(max(expected.values()) + 1)}
+    return expected, alive
+
+
+def test_collatz_counts_steps_and_iterations(cluster):
+    # Few iterations (at most 20) under the progress checker of every configuration ...
+    parts = cluster.execute(functools.partial(collatz.program, limit=20))
+    assert collatz.merge(parts) == collatz_expectations(20)
+
+
+def test_collatz_long_runs(monkeypatch):
+    # ... and long ones (up to 178 iterations) without it.
+    monkeypatch.setenv("NAIAD_DEBUG_PROGRESS", "0")
+    parts = naiad.execute(functools.partial(collatz.program, limit=1000), workers=2,
+                          debug_progress=False)
+    assert collatz.merge(parts) == collatz_expectations(1000)
 
 
 def test_collatz_bounded_by_max_iterations():
@@ -131,8 +144,6 @@ def test_components_random_and_import_graphs(cluster, import_graph):
 
 def test_components_state_is_released():
     """After the END notification every vertex has forgotten the epoch."""
-    import naiad
-
     holders = []
 
     class Watched(components_vertex.Propagate):

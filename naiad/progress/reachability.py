@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from naiad.progress.errors import NaiadError
 from naiad.progress.summary import PathSummary
 from naiad.progress.timestamp import Timestamp
 
@@ -11,7 +12,7 @@ __all__ = ["GraphBuilder", "GraphError", "Reachability"]
 Pointstamp = tuple[int, Timestamp]
 
 
-class GraphError(Exception):
+class GraphError(NaiadError):
     """The dataflow graph is malformed: an unknown location, a depth mismatch, or a stuck cycle."""
 
 

@@ -67,6 +67,7 @@ class Tracker:
         self._counts: dict[Pointstamp, int] = {}
         self._precursors: dict[Pointstamp, int] = {}  # exactly the active pointstamps
         self._frontier: set[Pointstamp] = set()
+        self._unchecked = 0
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -74,13 +75,21 @@ class Tracker:
         """Add ``delta`` to the occurrence count of ``(loc, time)``."""
         self._change((loc, time), delta)
         if self.debug:
-            self.validate()
+            self._maybe_validate()
 
     def update_many(self, changes: Iterable[tuple[Pointstamp, int]]) -> None:
         """Apply a batch of ``((loc, time), delta)`` changes to the occurrence counts."""
         for pointstamp, delta in changes:
             self._change(pointstamp, delta)
         if self.debug:
+            self._maybe_validate()
+
+    def _maybe_validate(self) -> None:
+        """Validation is quadratic in the active pointstamps: after every update while they are
+        few, and after every 64th update when many are active, so debug runs stay usable."""
+        self._unchecked += 1
+        if len(self._precursors) <= 64 or self._unchecked >= 64:
+            self._unchecked = 0
             self.validate()
 
     def _change(self, p: Pointstamp, delta: int) -> None:
