@@ -301,12 +301,14 @@ class Worker:
         stage_at = self._stage_at_loc
         notifications = self.notifications
         ready = []
-        for loc, time in self.tracker.frontier():
+        for loc, time in self.tracker.frontier_view():
             sid = stage_at.get(loc)
             if sid is not None and (sid, time) in notifications:
                 ready.append((sid, time))
         if not ready:
             return False
+        if len(ready) > 1:
+            ready.sort(key=lambda k: k[1])     # in time order (a linear extension)
         add = self.add_progress
         for key in ready:
             v = self.notifications.pop(key)

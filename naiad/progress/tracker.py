@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Set, Iterable
 
 from naiad.progress.reachability import Reachability
 from naiad.progress.timestamp import Timestamp
@@ -177,6 +177,10 @@ class Tracker:
     def in_frontier(self, loc: int, time: Timestamp) -> bool:
         """Whether ``(loc, time)`` is active and no other active pointstamp could result in it."""
         return (loc, time) in self._frontier
+
+    def frontier_view(self) -> "Set[Pointstamp]":
+        """The frontier as a live, unordered set (read it, never change it): no sort, no copy."""
+        return self._frontier
 
     def frontier(self) -> list[Pointstamp]:
         """The frontier, sorted by time then location."""
