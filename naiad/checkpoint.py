@@ -6,13 +6,14 @@ Layout under the checkpoint directory::
         proc-0/worker-0.pkl          pickled vertex states of one worker
         proc-0.json                  the process's part: files, sizes, sha256, notifications
         MANIFEST.json                written last, by process 0, once every part is durable
-    inputs/proc-0/<input>/<epoch>.pkl   records each input accepted, for replay
-    outputs/proc-0/<name>.delivered     last epoch handed to a subscriber
-    outputs/proc-0/<name>/<epoch>.pkl   collected records per epoch
+    inputs/proc-0/<input>/<seq>.log     records each input accepted, for replay (EpochLog)
+    outputs/proc-0/<name>.delivered     epochs handed to a subscriber, one line per delivery
+    outputs/proc-0/<name>/<seq>.log     collected records per epoch (EpochLog)
 
-Every file is written to a temporary name, fsynced and renamed.  A checkpoint whose manifest,
-part or file is missing, truncated or fails its checksum is skipped with a warning naming the
-file, in favour of the previous complete one.
+Checkpoint files are written to a temporary name, fsynced and renamed.  A checkpoint whose
+manifest, part or file is missing, truncated or fails its checksum is skipped with a warning
+naming the file, in favour of the previous complete one.  The logs are appended to without
+fsync (they survive a killed process) and fsynced at every checkpoint.
 """
 
 from __future__ import annotations
@@ -22,29 +23,38 @@ import json
 import os
 import pickle
 import shutil
+import struct
+import threading
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
-__all__ = ["CheckpointStore", "Restored", "write_atomic", "CheckpointWarning"]
+__all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning"]
 
 
 class CheckpointWarning(UserWarning):
     """A checkpoint was found damaged or incomplete and is not used."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync, rename, fsync the directory."""
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename, so a reader sees the old
+    content or the new, never a mix.  With ``sync`` the file and its directory are fsynced too
+    (durable across a machine crash); without, the data is in the kernel once this returns, which
+    survives the death of the process but maybe not a power cut."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not sync:
+        return
     try:
         fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -110,6 +120,158 @@ class Restored:
         return counts
 
 
+_RECORD = struct.Struct("<qII")   # epoch, payload length, crc32 of the payload
+
+
+def _remove_all(paths: List[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _crc32(data: bytes) -> int:
+    """zlib.crc32 in pieces small enough that it keeps the GIL (it releases it above 5 KB)."""
+    crc = 0
+    view = memoryview(data)
+    for i in range(0, len(view), 4096):
+        crc = zlib.crc32(view[i:i + 4096], crc)
+    return crc
+
+
+class EpochLog:
+    """An append-only log of ``(epoch, records)`` in segment files ``<seq>.log``.
+
+    Appending costs one buffered write (no file is created per epoch, nothing is fsynced), so
+    the log survives the death of the process but not necessarily a power cut; :meth:`seal`
+    fsyncs and closes the open segment (called at every checkpoint, so that everything logged
+    before a checkpoint is on disk with it) and the next append opens a new one.  Segments are
+    numbered in write order, and an epoch logged again later (recomputed output) replaces the
+    earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
+    fails its CRC is reported by :meth:`read` as ``None`` with a warning.
+    """
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self._lock = threading.Lock()
+        self._index: Optional[Dict[int, Tuple[Path, int, int, int]]] = None
+        self._ranges: Dict[Path, Tuple[int, int]] = {}
+        self._file = None
+        self._end = 0
+        self._path: Optional[Path] = None
+
+    def _segments(self) -> List[Path]:
+        if not self.dir.exists():
+            return []
+        return sorted(self.dir.glob("*.log"), key=lambda f: (len(f.stem), f.stem))
+
+    def _load(self) -> Dict[int, Tuple[Path, int, int, int]]:
+        if self._index is None:
+            index: Dict[int, Tuple[Path, int, int, int]] = {}
+            for seg in self._segments():
+                self._scan(seg, index)
+            self._index = index
+        return self._index
+
+    def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, int]]) -> int:
+        """Index the complete records of ``path``; returns the length of its intact prefix."""
+        size = path.stat().st_size
+        offset = 0
+        with open(path, "rb") as f:
+            while offset + _RECORD.size <= size:
+                f.seek(offset)
+                epoch, length, crc = _RECORD.unpack(f.read(_RECORD.size))
+                end = offset + _RECORD.size + length
+                if end > size:
+                    break
+                index[epoch] = (path, offset + _RECORD.size, length, crc)
+                low, high = self._ranges.get(path, (epoch, epoch))
+                self._ranges[path] = (min(low, epoch), max(high, epoch))
+                offset = end
+        return offset
+
+    def append(self, epoch: int, payload: bytes) -> None:
+        with self._lock:
+            index = self._load()
+            if self._file is None:
+                segs = self._segments()
+                seq = int(segs[-1].stem) + 1 if segs else 0
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._path = self.dir / f"{seq:09d}.log"
+                self._file = open(self._path, "ab", buffering=0)
+                self._end = self._file.tell()
+            offset = self._end
+            crc = _crc32(payload)
+            record = _RECORD.pack(epoch, len(payload), crc) + payload
+            # One system call: each one lets a busy worker thread take the GIL, and getting it
+            # back can take a switch interval (5 ms), which would slow the feeding of inputs.
+            written = self._file.write(record)
+            while written < len(record):       # pragma: no cover - short writes are rare
+                written += self._file.write(record[written:])
+            self._end = offset + len(record)
+            index[epoch] = (self._path, offset + _RECORD.size, len(payload), crc)
+            low, high = self._ranges.get(self._path, (epoch, epoch))
+            self._ranges[self._path] = (min(low, epoch), max(high, epoch))
+
+    def read(self, epoch: int) -> Tuple[bool, Any]:
+        """``(True, records)`` if ``epoch`` is logged intact, else ``(False, None)``."""
+        with self._lock:
+            entry = self._load().get(epoch)
+        if entry is None:
+            return False, None
+        path, offset, length, crc = entry
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                payload = f.read(length)
+            if len(payload) != length or _crc32(payload) != crc:
+                msg = "fails its checksum"
+                raise ValueError(msg)
+            return True, pickle.loads(payload)
+        except Exception as exc:  # noqa: BLE001 - a damaged entry is not used
+            warnings.warn(f"log {path} is damaged at epoch {epoch} ({exc}); it is not used",
+                          CheckpointWarning, stacklevel=3)
+            return False, None
+
+    def items(self) -> Dict[int, Any]:
+        """Every intact entry, the latest for each epoch."""
+        with self._lock:
+            epochs = sorted(self._load())
+        out = {}
+        for epoch in epochs:
+            ok, value = self.read(epoch)
+            if ok:
+                out[epoch] = value
+        return out
+
+    def seal(self) -> None:
+        """Make what was appended durable and start a new segment at the next append."""
+        with self._lock:
+            if self._file is not None:
+                os.fsync(self._file.fileno())
+                self._file.close()
+                self._file = None
+
+    def prune(self, below: int) -> None:
+        """Delete the segments (other than the open one) whose epochs are all below ``below``."""
+        with self._lock:
+            index = self._load()
+            for seg, (_, high) in list(self._ranges.items()):
+                if high < below and seg != self._path:
+                    try:
+                        seg.unlink()
+                    except OSError:
+                        continue
+                    del self._ranges[seg]
+                    for e in [e for e, entry in index.items() if entry[0] == seg]:
+                        del index[e]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+
 class CheckpointStore:
     """One process's view of the checkpoint directory."""
 
@@ -120,6 +282,16 @@ class CheckpointStore:
         self.processes = processes
         self.keep = max(1, int(keep))
         self.root.mkdir(parents=True, exist_ok=True)
+        self._logs: Dict[Path, EpochLog] = {}
+        self._logs_lock = threading.Lock()
+        self._marks: Dict[str, Any] = {}
+
+    def _log(self, directory: Path) -> EpochLog:
+        with self._logs_lock:
+            log = self._logs.get(directory)
+            if log is None:
+                log = self._logs[directory] = EpochLog(directory)
+            return log
 
     # ---- writing a checkpoint ------------------------------------------------------------------
     def ckpt_dir(self, epoch: int) -> Path:
@@ -129,7 +301,14 @@ class CheckpointStore:
                    worker_states: Dict[int, Dict[int, Any]],
                    notifications: List[Tuple[int, int, Any]],
                    open_inputs: Dict[int, int]) -> int:
-        """Write this process's vertex states and part manifest; returns bytes written."""
+        """Write this process's vertex states and part manifest; returns bytes written.
+
+        First the input logs and collected outputs appended since the last checkpoint are made
+        durable, so a committed checkpoint never depends on data that a power cut could lose."""
+        with self._logs_lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.seal()
         base = self.ckpt_dir(epoch)
         files = {}
         total = 0
@@ -150,6 +329,7 @@ class CheckpointStore:
 
     def commit(self, epoch: int, fingerprint: str) -> None:
         """Process 0, once every part is durable: write the manifest, then prune old ones."""
+        fault_point(self.root, "checkpoint-commit", epoch, self.process)
         base = self.ckpt_dir(epoch)
         parts = {}
         for p in range(self.processes):
@@ -157,18 +337,27 @@ class CheckpointStore:
             parts[str(p)] = {"sha256": _sha(data)}
         manifest = {"epoch": epoch, "processes": self.processes, "fingerprint": fingerprint,
                     "parts": parts}
+        manifest["sha256"] = _sha(json.dumps(manifest, sort_keys=True).encode())
         write_atomic(base / "MANIFEST.json", json.dumps(manifest, sort_keys=True).encode())
         self.prune()
 
     def prune(self) -> None:
-        """Keep the newest ``keep`` complete checkpoints and drop older inputs logs."""
+        """Keep the newest ``keep`` complete checkpoints.  Older ones are renamed out of the way
+        at once (``epochs()`` no longer sees them) and deleted by a background thread, which
+        also sweeps what an earlier process left half deleted."""
         complete = [e for e in self.epochs() if (self.ckpt_dir(e) / "MANIFEST.json").exists()]
-        if len(complete) <= self.keep:
-            return
-        oldest_kept = complete[-self.keep]
-        for e in self.epochs():
-            if e < oldest_kept:
-                shutil.rmtree(self.ckpt_dir(e), ignore_errors=True)
+        if len(complete) > self.keep:
+            oldest_kept = complete[-self.keep]
+            for e in self.epochs():
+                if e < oldest_kept:
+                    try:
+                        os.rename(self.ckpt_dir(e), self.root / f".pruned-{e:09d}-{os.getpid()}")
+                    except OSError:
+                        shutil.rmtree(self.ckpt_dir(e), ignore_errors=True)
+        doomed = list(self.root.glob(".pruned-*"))
+        if doomed:
+            threading.Thread(target=_remove_all, args=(doomed,), name="naiad-prune",
+                             daemon=True).start()
 
     def epochs(self) -> List[int]:
         out = []
@@ -199,8 +388,12 @@ class CheckpointStore:
             return None   # never committed: an interrupted checkpoint, not damage
         try:
             manifest = json.loads(mpath.read_bytes())
-        except (OSError, ValueError) as exc:
-            self._warn(mpath, f"cannot be read ({exc})")
+            own = manifest.pop("sha256")
+        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            self._warn(mpath, f"cannot be read ({type(exc).__name__}: {exc})")
+            return None
+        if own != _sha(json.dumps(manifest, sort_keys=True).encode()):
+            self._warn(mpath, "fails its checksum")
             return None
         if manifest.get("fingerprint") != fingerprint:
             from naiad.errors import NaiadError
@@ -227,36 +420,25 @@ class CheckpointStore:
             parts[p] = json.loads(data)
         manifest["parts"] = parts
         restored = Restored(epoch, base, manifest)
-        mine = parts[str(self.process)]
-        for rel, meta in mine["files"].items():
-            fpath = base / rel
-            try:
-                data = fpath.read_bytes()
-            except OSError:
-                self._warn(fpath, "is missing")
-                return None
-            if len(data) != meta["size"]:
-                self._warn(fpath, f"is truncated ({len(data)} of {meta['size']} bytes)")
-                return None
-            if _sha(data) != meta["sha256"]:
-                self._warn(fpath, "fails its checksum")
-                return None
-            worker = int(rel.rsplit("-", 1)[1].split(".")[0])
-            restored.states[worker] = pickle.loads(data)
-        # Other processes' files must be intact too, or they could not restore.
-        for p, part in parts.items():
-            if p == str(self.process):
-                continue
-            for rel, meta in part["files"].items():
+        # Every process checks every file, its own and the others', in full: a checkpoint that
+        # one process rejects must be rejected by all, or they would resume from different ones.
+        for p, part in sorted(parts.items()):
+            for rel, meta in sorted(part["files"].items()):
                 fpath = base / rel
                 try:
-                    size = fpath.stat().st_size
+                    data = fpath.read_bytes()
                 except OSError:
                     self._warn(fpath, "is missing")
                     return None
-                if size != meta["size"]:
-                    self._warn(fpath, f"is truncated ({size} of {meta['size']} bytes)")
+                if len(data) != meta["size"]:
+                    self._warn(fpath, f"is truncated ({len(data)} of {meta['size']} bytes)")
                     return None
+                if _sha(data) != meta["sha256"]:
+                    self._warn(fpath, "fails its checksum")
+                    return None
+                if p == str(self.process):
+                    worker = int(rel.rsplit("-", 1)[1].split(".")[0])
+                    restored.states[worker] = pickle.loads(data)
         return restored
 
     # ---- input log ---------------------------------------------------------------------------------
@@ -264,30 +446,23 @@ class CheckpointStore:
         return self.root / "inputs" / f"proc-{self.process}" / name
 
     def log_input(self, name: str, epoch: int, records: list) -> None:
-        """Durably record the records of one epoch of an input before they are fed."""
-        write_atomic(self._input_dir(name) / f"{epoch:09d}.pkl", _dumps(records))
+        """Record the records of one epoch of an input before they are fed (see EpochLog)."""
+        self._log(self._input_dir(name)).append(epoch, _dumps(records))
 
     def logged_input(self, name: str, epoch: int) -> Optional[list]:
-        path = self._input_dir(name) / f"{epoch:09d}.pkl"
-        try:
-            return pickle.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # noqa: BLE001 - a damaged log entry is not replayed
-            warnings.warn(f"input log {path} is damaged ({exc}); the program's records are used",
-                          CheckpointWarning, stacklevel=2)
-            return None
+        """The records logged for ``epoch`` of input ``name``, or None."""
+        ok, records = self._log(self._input_dir(name)).read(epoch)
+        return records if ok else None
 
     def prune_inputs(self, name: str, below: int) -> None:
-        d = self._input_dir(name)
-        if not d.exists():
-            return
-        for f in d.glob("*.pkl"):
-            try:
-                if int(f.stem) < below:
-                    f.unlink()
-            except (ValueError, OSError):
-                continue
+        """Drop the input log below ``below``, but never below the oldest kept checkpoint that is
+        committed: a newer one may still fail to commit (process 0 dies first), and then the
+        older one is resumed from and its epochs are replayed from this log."""
+        committed = [e for e in self.epochs() if (self.ckpt_dir(e) / "MANIFEST.json").exists()]
+        below = min(below, committed[-self.keep] if len(committed) >= self.keep
+                    else (committed[0] if committed else 0))
+        if below > 0:
+            self._log(self._input_dir(name)).prune(below)
 
     # ---- outputs -------------------------------------------------------------------------------------
     def _output_dir(self) -> Path:
@@ -296,24 +471,53 @@ class CheckpointStore:
     def delivered(self, name: str) -> int:
         """How many epochs of subscription ``name`` were handed out (0 if none)."""
         try:
-            return int((self._output_dir() / f"{name}.delivered").read_text())
-        except (OSError, ValueError):
+            text = (self._output_dir() / f"{name}.delivered").read_text()
+        except OSError:
             return 0
+        for line in reversed(text.split("\n")[:-1]):     # complete lines only
+            try:
+                return int(line)
+            except ValueError:
+                continue
+        return 0
 
     def mark_delivered(self, name: str, count: int) -> None:
-        write_atomic(self._output_dir() / f"{name}.delivered", str(count).encode())
+        """Note that ``count`` epochs of ``name`` were handed out: one line appended to a file.
+
+        Not fsynced (it must outlive the process, not a power cut: after a machine crash at most
+        the epochs since the last checkpoint are delivered again).  The file is rewritten, short,
+        at the first mark of each run and every 4096 marks."""
+        path = self._output_dir() / f"{name}.delivered"
+        handle = self._marks.get(name)
+        if handle is None or handle[1] >= 4096:
+            if handle is not None:
+                handle[0].close()
+            write_atomic(path, f"{count}\n".encode(), sync=False)
+            self._marks[name] = [open(path, "ab"), 0]
+            return
+        handle[0].write(f"{count}\n".encode())
+        handle[0].flush()
+        handle[1] += 1
 
     def store_output(self, name: str, epoch: int, records: list) -> None:
-        write_atomic(self._output_dir() / name / f"{epoch:09d}.pkl", _dumps(records))
+        """Keep the records ``collect`` got at ``epoch``; a later call for the same epoch wins."""
+        self._log(self._output_dir() / name).append(epoch, _dumps(records))
 
     def stored_outputs(self, name: str) -> Dict[int, list]:
-        d = self._output_dir() / name
-        out: Dict[int, list] = {}
-        if d.exists():
-            for f in sorted(d.glob("*.pkl")):
-                try:
-                    out[int(f.stem)] = pickle.loads(f.read_bytes())
-                except Exception as exc:  # noqa: BLE001
-                    warnings.warn(f"collected output {f} is damaged ({exc}); it is recomputed",
-                                  CheckpointWarning, stacklevel=2)
-        return out
+        return self._log(self._output_dir() / name).items()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def close(self) -> None:
+        """Release open files (the data is already in the kernel)."""
+        with self._logs_lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.close()
+        for handle in self._marks.values():
+            handle[0].close()
+        self._marks.clear()

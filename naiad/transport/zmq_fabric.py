@@ -61,6 +61,8 @@ class ZmqFabric(LocalFabric):
         self._closed = False
         self._control: "queue.SimpleQueue" = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         n = self.workers_per_process
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
         self._out: List[Dict[int, list]] = [{} for _ in range(n)]
@@ -68,8 +70,9 @@ class ZmqFabric(LocalFabric):
         self._pollers: List[zmq.Poller] = []
         self._sleeping = [False] * n
         self._worker_wake = [os.pipe() for _ in range(n)]
-        for r, _ in self._worker_wake:
+        for r, w in self._worker_wake:
             os.set_blocking(r, False)
+            os.set_blocking(w, False)   # a full pipe already wakes its reader: never block
         self.worker_endpoints: Dict[int, str] = {}
         self._arrivals: Dict[str, Dict[int, Any]] = {}
         self._arrival_cv = threading.Condition()
@@ -259,7 +262,7 @@ class ZmqFabric(LocalFabric):
                     and not self._data_pull[local_index].get(zmq.EVENTS) & zmq.POLLIN):
                 self._pollers[local_index].poll(timeout * 1000)
             try:
-                os.read(self._worker_wake[local_index][0], 4096)
+                os.read(self._worker_wake[local_index][0], 65536)
             except (BlockingIOError, OSError):
                 pass
         finally:
@@ -430,7 +433,10 @@ class ZmqFabric(LocalFabric):
                 self._finished.set()
             events = dict(poller.poll(max(1.0, (next_beat - time.monotonic()) * 1000)))
             if self._wake_r in events:
-                os.read(self._wake_r, 4096)
+                try:
+                    os.read(self._wake_r, 65536)
+                except BlockingIOError:
+                    pass
             if self.pull not in events:
                 continue
             while True:
