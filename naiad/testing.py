@@ -14,7 +14,7 @@ import naiad
 from naiad.computation import Computation
 from naiad.graph import Stream
 
-__all__ = ["run", "run_unary", "shard", "CONFIGURATIONS", "Cluster"]
+__all__ = ["run", "run_unary", "shard", "free_ports", "CONFIGURATIONS", "Cluster"]
 
 # (processes, workers per process) for tests that compare across configurations.
 CONFIGURATIONS: List[Tuple[int, int]] = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (3, 1), (3, 2)]
@@ -23,6 +23,19 @@ CONFIGURATIONS: List[Tuple[int, int]] = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2),
 def shard(records: Sequence[Any], index: int, count: int) -> list:
     """The records process ``index`` of ``count`` supplies (round robin)."""
     return list(records[index::count])
+
+
+def free_ports(n: int) -> List[int]:
+    """``n`` TCP ports on loopback that are free now (for processes started with -h)."""
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _sort_key(r: Any):

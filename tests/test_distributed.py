@@ -2,7 +2,6 @@
 
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import threading
@@ -14,21 +13,11 @@ import zmq
 
 import naiad
 import stages
-from naiad.testing import run
+from naiad.testing import free_ports, run
 from naiad.transport.security import needs_authentication
 from tests import dist_programs
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def expected_wordcount():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import naiad
+from naiad.testing import free_ports
 from tests.benchmarks.report import table, update_section
 
 TARGET_BYTES = 50 * 1000 * 1000
@@ -181,16 +181,6 @@ def bytewax_flow(path: str, parts: int, outdir: str):
     return flow
 
 
-def _free_ports(n: int) -> List[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def bytewax_run(path: Path, processes: int) -> Tuple[float, Counter]:
     """Bytewax: in this process for 1, as ``python -m bytewax.run`` processes for more."""
     outdir = tempfile.mkdtemp(prefix="bytewax-wc-")
@@ -199,7 +189,7 @@ def bytewax_run(path: Path, processes: int) -> Tuple[float, Counter]:
         from bytewax.testing import run_main
         run_main(bytewax_flow(str(path), 1, outdir))
     else:
-        addresses = ";".join(f"127.0.0.1:{p}" for p in _free_ports(processes))
+        addresses = ";".join(f"127.0.0.1:{p}" for p in free_ports(processes))
         target = (f"tests.benchmarks.bench_wordcount:bytewax_flow({str(path)!r}, {processes}, "
                   f"{outdir!r})")
         root = Path(__file__).resolve().parents[2]
