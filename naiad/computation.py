@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import threading
 import time as _time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from naiad.errors import ComputationFailed, NaiadError
+from naiad.errors import NaiadError
 from naiad.graph import INPUT, LogicalGraph
-from naiad.worker import STOP, Worker
+from naiad.worker import Worker
 
 __all__ = ["Computation"]
 

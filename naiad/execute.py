@@ -49,7 +49,7 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             msg = f"{name} must be a positive integer; got {value!r}"
             raise ValueError(msg)
-    options = {k: v for k, v in check_options(options).items()}
+    options = check_options(options)
     if options.get("checkpoint_dir"):
         from naiad.recovery import execute_with_recovery
         return execute_with_recovery(program, processes=processes, workers=workers,

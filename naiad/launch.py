@@ -19,19 +19,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import cloudpickle
 
+from naiad.checkpoint import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, VertexError
 
 __all__ = ["launch_local", "FileRendezvous", "write_atomic"]
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class FileRendezvous:

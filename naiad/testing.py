@@ -38,10 +38,6 @@ def free_ports(n: int) -> List[int]:
             s.close()
 
 
-def _sort_key(r: Any):
-    return repr(r) if not isinstance(r, (int, float, str, tuple)) else (0, r)
-
-
 def _sorted(records: Iterable[Any]) -> list:
     records = list(records)
     try:

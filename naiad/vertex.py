@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+from typing import Any, Iterable, List
 
 from naiad.errors import TimeViolation
 from naiad.progress.timestamp import Timestamp
-
-if TYPE_CHECKING:  # pragma: no cover
-    from naiad.graph import StageDef
 
 __all__ = ["Vertex"]
 

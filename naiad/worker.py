@@ -166,7 +166,6 @@ class Worker:
             self.comp._worker_exited(self)
 
     def _loop(self) -> None:
-        inbox = self.inbox
         tracker = self.tracker
         since_flush = 0
         while True:

@@ -29,7 +29,7 @@ import collections
 import functools
 import random
 import sys
-from typing import Any, Dict, Hashable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import naiad
 import stages

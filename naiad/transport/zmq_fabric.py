@@ -36,10 +36,6 @@ _ITEMS_BEFORE_FLUSH = 64
 _BEAT_EVERY = 0.5
 
 
-def _host(endpoint: str) -> str:
-    return endpoint.rsplit(":", 1)[0]
-
-
 def _bind_address(host_port: str) -> str:
     host, _, port = host_port.rpartition(":")
     if host in ("localhost", ""):
@@ -185,9 +181,6 @@ class ZmqFabric(LocalFabric):
                 self.worker_endpoints[p * workers + i] = ep
 
     # ---- the worker side ---------------------------------------------------------------------
-    def _proc(self, worker: int) -> int:
-        return worker // self.workers_per_process
-
     def _put(self, local: int, msg: tuple) -> None:
         self.inboxes[local].put(msg)
         if self._sleeping[local]:

@@ -26,6 +26,7 @@ from queue import Empty, SimpleQueue
 from typing import Dict, List
 
 import naiad
+from samples.wordcount_vertex import Count
 import stages
 from naiad import Timestamp
 from tests.benchmarks.report import table, update_section
@@ -48,24 +49,8 @@ def words() -> List[List[str]]:
 
 # ---- (a) throughput ---------------------------------------------------------------------------
 
-class CountBatch(naiad.Vertex):
-    """Counts words per time in on_recv_batch; emits (word, count) at the notification."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts: Dict[Timestamp, Dict[str, int]] = {}
-
-    def on_recv_batch(self, edge, messages, time):
-        counts = self.counts.get(time)
-        if counts is None:
-            counts = self.counts[time] = {}
-            self.notify_at(time)
-        get = counts.get
-        for w in messages:
-            counts[w] = get(w, 0) + 1
-
-    def on_notify(self, time):
-        self.send_batch_by(0, list(self.counts.pop(time).items()), time)
+# The word-count sample's counting vertex: per-time counts, emitted at the notification.
+CountBatch = Count
 
 
 class CountRecord(CountBatch):
