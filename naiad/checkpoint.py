@@ -44,8 +44,13 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename, so a reader sees the old
     content or the new, never a mix.  With ``sync`` the file and its directory are fsynced too
     (durable across a machine crash); without, the data is in the kernel once this returns, which
-    survives the death of the process but maybe not a power cut."""
+    survives the death of the process but maybe not a power cut.  Directories it creates are
+    made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
+    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
+    if sync:
+        for d in reversed(created):
+            _fsync_dir(d.parent)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)
@@ -53,10 +58,14 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, path)
-    if not sync:
-        return
+    if sync:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` durable (where the platform can fsync a directory)."""
     try:
-        fd = os.open(path.parent, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:

@@ -63,14 +63,16 @@ def framework_calls(query, n, workers, distinct):
     comp = naiad.Computation(workers=workers)
     inp = comp.new_input()
     query(inp.stream).collect()
+    # Worker threads pick the hook up when they start running, which under load can be well
+    # after activate() returns: it is cleared only once they have all finished.
     threading.setprofile(profile)
     try:
         comp.activate()
+        inp.on_next([i % distinct for i in range(n)])
+        inp.on_completed()
+        comp.join(timeout=120)
     finally:
         threading.setprofile(None)
-    inp.on_next([i % distinct for i in range(n)])
-    inp.on_completed()
-    comp.join(timeout=120)
     return calls["framework"], calls["user"]
 
 
