@@ -332,6 +332,39 @@ def test_transient_negative_counts() -> None:
     assert tracker.version == 1  # still active, same frontier
 
 
+@pytest.mark.parametrize("deltas, active", [
+    ((-1, +2), True),              # heard the decrement first, then a larger increment: -1 -> +1
+    ((-1, +3), True),              # -1 -> +2
+    ((-2, +1), False),             # still negative
+    ((-2, +1, +2), True),          # -2 -> -1 -> +1
+    ((+1, -2), False),             # positive straight to negative: -> -1
+    ((+1, -2, +2), True),          # +1 -> -1 -> +1
+    ((+2, -3, +1), False),         # +2 -> -1 -> 0
+    ((-1, +2, -2, +1), False),     # -1 -> +1 -> -1 -> 0
+])
+def test_counts_that_jump_across_zero(deltas, active) -> None:
+    """Counts may be heard out of order and jump over zero in one step, in either direction; a
+    pointstamp is active exactly while its count is positive, and the frontier downstream and
+    the precursor counts follow (validate() recomputes them from scratch)."""
+    tracker = chain_tracker()
+    tracker.debug = True
+    p = (1, Timestamp(0))
+    for delta in deltas:
+        tracker.update(*p, delta)
+        tracker.validate()
+    assert tracker.occurrence(*p) == sum(deltas)
+    assert tracker.is_active(*p) == active == tracker.in_frontier(*p)
+    assert tracker.is_empty() != active
+    # Downstream pointstamp: in the frontier only when nothing upstream is active.
+    tracker.update(2, Timestamp(0), +1)
+    assert tracker.in_frontier(2, Timestamp(0)) == (not active)
+    tracker.update(2, Timestamp(0), -1)
+    # Cancel what is left: the tracker is empty again, whatever path the count took.
+    tracker.update(*p, -sum(deltas))
+    tracker.validate()
+    assert tracker.is_empty() and tracker.active() == {}
+
+
 def test_validate_names_the_broken_pointstamp() -> None:
     tracker = chain_tracker()
     tracker.update_many([((0, Timestamp(0)), 1), ((2, Timestamp(0)), 1)])
