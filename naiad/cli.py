@@ -1,15 +1,38 @@
-"""Naiad's command-line flags (-p, -n, -t, -h) and the ``naiad`` console script."""
+"""Naiad's command-line flags (-p, -n, -t, -h) and the ``naiad`` console script.
+
+The console script is one argparse parser with a subcommand per task; each subcommand is a
+:class:`Command` in :data:`COMMANDS` (its arguments and its handler), so adding one is a small,
+local change.  Exit codes: 0 success, 2 usage error, 1 the computation failed (its message on
+stderr, the traceback only with ``--debug``).
+
+>>> parse_args(["-p", "1", "-n", "2", "-h", "a:1", "b:2"])
+ProcessConfig(procid=1, numprocs=2, threads=1, hosts=['a:1', 'b:2'])
+>>> main(["sample"])                                    # doctest: +ELLIPSIS
+samples (run one with: naiad sample NAME [options]; NAME --help lists its options)
+  collatz ...
+0
+>>> main(["run", "no_such_module:program"])
+2
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
+import importlib.util
+import os
+import pkgutil
 import sys
+import traceback
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
 
-__all__ = ["ProcessConfig", "parse_args", "main"]
+__all__ = ["ProcessConfig", "parse_args", "main", "samples", "Command", "COMMANDS"]
 
 
+# ---- Naiad's process flags -----------------------------------------------------------------------
 @dataclass
 class ProcessConfig:
     """Where this process stands in the computation."""
@@ -20,9 +43,8 @@ class ProcessConfig:
     hosts: Optional[List[str]] = None
 
 
-def _parser(prog: str = "naiad") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, add_help=False,
-                                description="Naiad process flags")
+def _flag_parser(prog: str = "naiad") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, add_help=False, description="Naiad process flags")
     p.add_argument("-p", "--procid", type=int, default=0, help="this process's index")
     p.add_argument("-n", "--numprocs", type=int, default=1, help="number of processes")
     p.add_argument("-t", "--threads", type=int, default=1, help="worker threads per process")
@@ -33,12 +55,8 @@ def _parser(prog: str = "naiad") -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
-    """Parse Naiad's flags; unknown arguments are left for the program.
-
-    >>> parse_args(["-p", "1", "-n", "2", "-h", "a:1", "b:2"])
-    ProcessConfig(procid=1, numprocs=2, threads=1, hosts=['a:1', 'b:2'])
-    """
-    args, _ = _parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    """Parse Naiad's flags; unknown arguments are left for the program."""
+    args, _ = _flag_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
     if args.numprocs < 1 or not 0 <= args.procid < args.numprocs:
         msg = (f"--procid {args.procid} must be in 0..{args.numprocs - 1} "
                f"(--numprocs {args.numprocs})")
@@ -54,30 +72,157 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
     return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts)
 
 
+# ---- the samples ---------------------------------------------------------------------------------
+def samples() -> Dict[str, str]:
+    """``{name: one-line description}`` of every runnable sample (a module of ``samples`` with a
+    ``main`` function), read from the sources without importing them."""
+    spec = importlib.util.find_spec("samples")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    where = list(spec.submodule_search_locations)
+    found = {}
+    for info in pkgutil.iter_modules(where):
+        path = Path(where[0]) / f"{info.name}.py"
+        if info.name.startswith("_") or not path.exists():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body):
+            doc = (ast.get_docstring(tree) or "").split("\n\n")[0]
+            found[info.name] = " ".join(doc.replace("``", "").split())
+    return dict(sorted(found.items()))
+
+
+# ---- subcommands -----------------------------------------------------------------------------------
+@dataclass
+class Command:
+    """One subcommand: ``configure(parser)`` adds its arguments, ``handle(args)`` runs it and
+    returns the exit code."""
+
+    name: str
+    help: str
+    example: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    handle: Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """A command was given arguments it cannot use (exit code 2)."""
+
+
+def _configure_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="MODULE:FUNCTION",
+                   help="the SPMD program: a function taking the Computation")
+    p.add_argument("flags", nargs=argparse.REMAINDER,
+                   help="Naiad's flags: -p ID -n N -t T -h HOST:PORT ... (one per process)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    module_name, _, func = args.target.partition(":")
+    # Modules of the current directory are found as with `python -m`, but after everything
+    # installed, so a stray file there cannot stand in for a library the program imports.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        msg = f"cannot import {module_name!r} ({exc}); give MODULE:FUNCTION of an importable module"
+        raise UsageError(msg) from exc
+    program = getattr(module, func or "program", None)
+    if not callable(program):
+        msg = f"{module_name!r} has no function {func or 'program'!r}"
+        raise UsageError(msg)
+    from naiad.computation import Computation
+    from naiad.execute import run_program
+    comp = Computation.from_args(args.flags)
+    result = run_program(program, comp)
+    if result is not None:
+        print(result)
+    return 0
+
+
+def _configure_sample(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", metavar="NAME", help="the sample; omit it for the list")
+    p.add_argument("options", nargs=argparse.REMAINDER,
+                   help="the sample's own options (naiad sample NAME --help lists them)")
+
+
+def _sample(args: argparse.Namespace) -> int:
+    known = samples()
+    if args.name is None:
+        print("samples (run one with: naiad sample NAME [options]; NAME --help lists its options)")
+        width = max(map(len, known))
+        for name, about in known.items():
+            print(f"  {name:<{width}}  {about}")
+        return 0
+    if args.name not in known:
+        msg = f"no sample {args.name!r}; the samples are: {', '.join(known)}"
+        raise UsageError(msg)
+    module = importlib.import_module(f"samples.{args.name}")
+    code = module.main(list(args.options))
+    return int(code or 0)
+
+
+COMMANDS: List[Command] = [
+    Command("run", "run an SPMD program function in this process, with Naiad's flags",
+            "naiad run samples.hello:program -p 0 -n 1 -t 2", _configure_run, _run),
+    Command("sample", "run one of the samples (omit NAME to list them)",
+            "naiad sample wordcount --files 20", _configure_sample, _sample),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="naiad", description="Timely dataflow in Python: run programs and samples.",
+        epilog="examples:\n" + "\n".join(f"  {c.example}" for c in COMMANDS)
+        + "\n\nnaiad COMMAND --help describes a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback when a computation fails")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for c in COMMANDS:
+        # run and sample pass -h (Naiad's --hosts) on to the program: help is --help only.
+        p = sub.add_parser(c.name, help=c.help, description=c.help, add_help=False,
+                           epilog=f"example:\n  {c.example}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--help", action="help", help="show this help and exit")
+        c.configure(p)
+        p.set_defaults(handle=c.handle)
+    return parser
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``naiad run module:function [flags]``: run an SPMD program function in this process."""
+    """The ``naiad`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("--help", "help"):
-        print("usage: naiad run MODULE:FUNCTION [-p ID -n N -t T -h HOST:PORT ...]\n"
-              "       naiad sample NAME   (hello, collatz, wordcount, components, pagerank)")
-        return 0
-    cmd, rest = argv[0], argv[1:]
-    if cmd == "run" and rest:
-        import importlib
-        from naiad.computation import Computation
-        from naiad.execute import run_program
-        module, _, func = rest[0].partition(":")
-        program = getattr(importlib.import_module(module), func or "program")
-        comp = Computation.from_args(rest[1:])
-        result = run_program(program, comp)
-        if result is not None:
-            print(result)
-        return 0
-    if cmd == "sample" and rest:
-        import runpy
-        runpy.run_module(f"samples.{rest[0]}", run_name="__main__")
-        return 0
-    print(f"unknown command {cmd!r}; try `naiad --help`", file=sys.stderr)
+    parser = build_parser()
+    if not argv:
+        parser.print_help()
+        return 2
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:          # --help (0) or a usage error (2), already printed
+        return int(exc.code or 0) if not isinstance(exc.code, str) else _usage(parser, exc.code)
+    try:
+        return args.handle(args)
+    except UsageError as exc:
+        return _usage(parser, str(exc))
+    except SystemExit as exc:          # a sample's or the flags' own usage error
+        if isinstance(exc.code, str):
+            return _usage(parser, exc.code)
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        print("naiad: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the computation's failure, reported plainly
+        if args.debug:
+            traceback.print_exc()
+        else:
+            print(f"naiad: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print("naiad: run with --debug for the traceback", file=sys.stderr)
+        return 1
+
+
+def _usage(parser: argparse.ArgumentParser, message: str) -> int:
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
     return 2
 
 

@@ -19,13 +19,13 @@ iteration is complete, how many numbers were still travelling then: the iteratio
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
+from samples._options import spmd_parser
 
 __all__ = ["CollatzStep", "Pair", "prepare", "collatz", "collatz_steps", "program", "merge",
            "main"]
@@ -121,7 +121,7 @@ def merge(parts: List[Tuple[Dict[int, int], Dict[int, int]]]) -> Tuple[Dict[int,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--limit N`` (default 1000)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="samples.collatz", add_help=False)
+    parser = spmd_parser("naiad sample collatz", __doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=1000)
     args, naiad_flags = parser.parse_known_args(argv)
     comp = naiad.Computation.from_args(naiad_flags)

@@ -24,7 +24,6 @@ and forgets the epoch.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
 import random
@@ -33,6 +32,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
+from samples._options import spmd_parser
 
 __all__ = ["END", "Symmetrize", "Propagate", "components", "random_graph", "oracle",
            "program", "main"]
@@ -184,7 +184,7 @@ def program(comp: naiad.Computation, graphs: Sequence[Sequence[Edge]]) -> Dict[i
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--random N`` uses a random graph of N nodes."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="samples.components_vertex", add_help=False)
+    parser = spmd_parser("naiad sample components_vertex", __doc__.split("\n")[0])
     parser.add_argument("--random", type=int, default=None, metavar="NODES")
     parser.add_argument("--seed", type=int, default=0)
     args, naiad_flags = parser.parse_known_args(argv)

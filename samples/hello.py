@@ -19,13 +19,13 @@ Run it like any Naiad program, with Naiad's flags::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 from typing import List, Optional, Sequence, Tuple
 
 import naiad
 import stages
+from samples._options import spmd_parser
 
 __all__ = ["Inspect", "hello", "program", "main"]
 
@@ -67,7 +67,7 @@ def program(comp: naiad.Computation, rounds: int = 10,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--rounds N`` sets the number of rounds."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="samples.hello", add_help=False)
+    parser = spmd_parser("naiad sample hello", __doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
     args, naiad_flags = parser.parse_known_args(argv)
     comp = naiad.Computation.from_args(naiad_flags)

@@ -15,7 +15,6 @@ slice's alone (per-time semantics: epochs never mix).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
 import re
@@ -25,6 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import naiad
 import stages
 from samples.textdata import read_lines, stdlib_text_files
+from samples._options import spmd_parser
 
 __all__ = ["Tokenize", "Count", "words", "count_words", "epochs_of_files", "oracle",
            "program", "main"]
@@ -102,7 +102,7 @@ def program(comp: naiad.Computation, epochs: Sequence[Sequence[str]]) -> Dict[in
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--files N`` and ``--per-epoch K``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="samples.wordcount_vertex", add_help=False)
+    parser = spmd_parser("naiad sample wordcount_vertex", __doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=None, help="how many stdlib files")
     parser.add_argument("--per-epoch", type=int, default=20, help="files per epoch")
     args, naiad_flags = parser.parse_known_args(argv)

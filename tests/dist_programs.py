@@ -48,3 +48,18 @@ class Raise(naiad.Vertex):
         if self.index == 1 and time.epoch == 2:
             raise KeyError(f"no such key {message!r}")
         self.send_by(0, message, time)
+
+
+class _AlwaysRaise(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        raise KeyError(f"no such key {message!r}")
+
+
+def failing(comp: naiad.Computation):
+    """A vertex raises on the first record: for the command line's exit code and message."""
+    inp = comp.new_input(name="keys")
+    stages.unary(inp.stream, _AlwaysRaise, name="lookup").collect()
+    comp.activate()
+    inp.on_next(["k"])
+    inp.on_completed()
+    comp.join(timeout=30)

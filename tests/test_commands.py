@@ -1,0 +1,218 @@
+"""Every command a user is shown works: those in README.md and docs/*.md, and `naiad --help`'s.
+
+Commands are found mechanically: every line of a ``sh``/``console``/``bash`` code block and every
+inline code span that starts with ``naiad``, ``.venv/bin/naiad``, ``python -m`` or ``make``.  A
+new document is covered without touching this file.  Each command runs as a subprocess with a
+bound; processes started by hand (``-p I -n N`` in the same block) run together, on free ports.
+The few commands that cannot run inside a test are listed in SKIP with the reason, and the
+ones too big for a test run in the reduced form REDUCED gives.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from naiad.cli import COMMANDS, build_parser, samples
+from naiad.testing import free_ports
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BIN = Path(sys.executable).parent
+TIMEOUT = 180
+
+# Commands that cannot run inside the test suite, by prefix, and why.
+SKIP: Dict[str, str] = {
+    "make test": "the test suite itself",
+    "make bench": "minutes of benchmarks; each `python -m tests.benchmarks NAME` is checked below",
+    "make install": "installs into .venv, which this run already uses",
+    "spark-submit": "submits to a YARN or Kubernetes cluster, which a test machine does not have",
+    "python -m venv env": "packs an environment for cluster executors from the package index",
+    "...": "an elision in an example, not a command",
+}
+
+# Commands that run in a smaller form: same code path, smaller input.
+REDUCED: Dict[str, List[str]] = {
+    # make run = .venv/bin/python -m samples.main; two iterations on the same graph.
+    "make run": [sys.executable, "-m", "samples.main", "--iterations", "2", "--top", "3"],
+}
+
+_START = re.compile(r"^(\.venv/bin/naiad|naiad|python3? -m|make) ")
+
+
+def doc_commands() -> List[Tuple[str, str, int]]:
+    """``(document, command, block)``: every command shown; ``block`` groups the lines of one
+    code block (-1 for inline spans)."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for b, m in enumerate(re.finditer(r"```(?:sh|console|bash|shell)\n(.*?)```", text, re.S)):
+            body = m.group(1).replace("\\\n", " ")
+            for line in body.splitlines():
+                line = line.strip().removeprefix("$ ")
+                line = re.sub(r"\s+#.*$", "", line)
+                if line and not line.startswith("#"):
+                    found.append((doc.name, line, b))
+        for m in re.finditer(r"`([^`\n]+)`", text):
+            span = m.group(1)
+            if _START.match(span):
+                found.append((doc.name, span, -1))
+    return found
+
+
+def help_commands() -> List[str]:
+    """The examples that `naiad --help` and `naiad COMMAND --help` print."""
+    shown = build_parser().format_help() + "\n".join(c.example for c in COMMANDS)
+    return sorted({line.strip() for line in shown.splitlines()
+                   if line.strip().startswith("naiad ") and "COMMAND" not in line})
+
+
+def placeholder(command: str) -> bool:
+    return bool(re.search(r"\b[A-Z]{3,}\b", command.replace("NAIAD_", "")))
+
+
+def argv_of(command: str) -> List[str]:
+    words = shlex.split(command)
+    if words[0] in (".venv/bin/naiad", "naiad"):
+        return [str(BIN / "naiad"), *words[1:]]
+    if words[0] in ("python", "python3"):
+        return [sys.executable, *words[1:]]
+    return words
+
+
+def run(argv: List[str], timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, (f"{shlex.join(argv)} exited {proc.returncode}\n"
+                                  f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}")
+    return proc
+
+
+def skip_reason(command: str) -> Optional[str]:
+    for prefix, why in SKIP.items():
+        if command.startswith(prefix):
+            return why
+    return None
+
+
+def spark_missing() -> Optional[str]:
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install 'naiad[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime for Spark"
+    return None
+
+
+SINGLE = sorted({(doc, cmd) for doc, cmd, block in doc_commands()
+                 if not re.search(r"(^|\s)-p \d", cmd)})
+HAND_STARTED = sorted({(doc, block) for doc, cmd, block in doc_commands()
+                       if re.search(r"(^|\s)-p \d", cmd) and block >= 0})
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+@pytest.mark.parametrize("doc, command", SINGLE, ids=[f"{d}:{c}" for d, c in SINGLE])
+def test_documented_command(doc, command):
+    why = skip_reason(command)
+    if why:
+        pytest.skip(f"{command!r} ({doc}): {why}")
+    if placeholder(command):
+        # A form such as `naiad run MODULE:FUNCTION`: the command must describe itself, and
+        # `python -m samples.NAME` must list the names it takes.
+        words = [w for w in shlex.split(command) if not placeholder(w)]
+        if any(w.startswith("samples.") for w in shlex.split(command)):
+            assert "samples (run one" in run(argv_of("naiad sample")).stdout
+        elif words[:3] != ["python", "-m", "tests.benchmarks"]:
+            run(argv_of(" ".join(words)) + ["--help"], timeout=60)
+        return
+    words = shlex.split(command)
+    if words[:3] == ["python", "-m", "tests.benchmarks"]:
+        # Benchmarks never run inside make test: each one named must exist and import.
+        for name in words[3:]:
+            importlib.import_module(f"tests.benchmarks.bench_{name}")
+        return
+    argv = REDUCED.get(command.split("  ")[0].strip()) or argv_of(command)
+    if "samples.main" in argv or "spark_kmeans" in " ".join(argv):
+        missing = spark_missing()
+        if missing:
+            pytest.skip(missing)
+    run(argv)
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+@pytest.mark.parametrize("doc, block", HAND_STARTED, ids=[f"{d}:block{b}" for d, b in HAND_STARTED])
+def test_processes_started_by_hand_as_documented(doc, block):
+    """The lines of one block that start processes by hand (-p 0, -p 1, ...) run together."""
+    lines = [cmd for d, cmd, b in doc_commands() if d == doc and b == block
+             and re.search(r"(^|\s)-p \d", cmd)]
+    ports = {}
+    for line in lines:
+        for port in re.findall(r"127\.0\.0\.1:(\d+)", line):
+            ports.setdefault(port, None)
+    fresh = dict(zip(ports, map(str, free_ports(len(ports)))))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    procs = []
+    for line in lines:
+        for old, new in fresh.items():
+            line = line.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
+        procs.append(subprocess.Popen(argv_of(line), cwd=ROOT, env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        outs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for line, p, (out, err) in zip(lines, procs, outs):
+        assert p.returncode == 0, f"{line} exited {p.returncode}\n{out[-2000:]}\n{err[-3000:]}"
+        assert out.strip(), f"{line} printed nothing"
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+@pytest.mark.parametrize("command", help_commands())
+def test_naiad_help_examples(command):
+    run(argv_of(command))
+
+
+@pytest.mark.parametrize("name", sorted(samples()))
+def test_every_sample_describes_its_options(name):
+    via_cli = run([str(BIN / "naiad"), "sample", name, "--help"], timeout=60).stdout
+    via_module = run([sys.executable, "-m", f"samples.{name}", "--help"], timeout=60).stdout
+    assert "usage:" in via_cli and "usage:" in via_module
+
+
+def test_exit_codes_and_messages():
+    naiad = str(BIN / "naiad")
+    env = dict(os.environ)
+
+    def call(*args):
+        return subprocess.run([naiad, *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, env=env)
+
+    assert call("--help").returncode == 0
+    usage = call("sample", "no_such_sample")
+    assert usage.returncode == 2 and "the samples are:" in usage.stderr
+    assert call("frobnicate").returncode == 2
+    assert call("run", "no.such.module:program").returncode == 2
+    failed = call("run", "tests.dist_programs:failing")
+    assert failed.returncode == 1, failed.stderr
+    assert "no such key" in failed.stderr and "Traceback" not in failed.stderr
+    debug = call("--debug", "run", "tests.dist_programs:failing")
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_pyspark_imports_without_warnings():
+    """The pins of the spark extra satisfy pyspark: importing it warns about nothing."""
+    if importlib.util.find_spec("pyspark") is None:
+        pytest.skip("pyspark is not installed (pip install 'naiad[spark]')")
+    run([sys.executable, "-W", "error", "-c",
+         "import pyspark.sql.pandas.utils as u; u.require_minimum_pandas_version(); "
+         "u.require_minimum_pyarrow_version(); import pyspark.sql, pyspark.pandas"], timeout=120)
