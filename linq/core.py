@@ -285,8 +285,10 @@ def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
               partition_by: Optional[Callable] = None) -> Stream:
     """A stage of :class:`MapVertex`."""
     import stages
-    return stages.unary(stream, lambda: MapVertex(op, fn, diagnose), partition_by=partition_by,
-                        name=op)
+    from linq.invariant import inherit
+    out = stages.unary(stream, lambda: MapVertex(op, fn, diagnose), partition_by=partition_by,
+                       name=op)
+    return inherit(op, [stream], out)
 
 
 def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=None,
@@ -297,7 +299,8 @@ def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=No
                           name=op)
     for s, key in inputs:
         st.new_input(s, key)
-    return st.new_output()
+    from linq.invariant import inherit
+    return inherit(op, [s for s, _ in inputs], st.new_output())
 
 
 def key_pairs(stream: Stream, op: str, key: Callable, role: str = "key") -> Stream:

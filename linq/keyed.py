@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from naiad.graph import Stream
+from linq.invariant import held, held_stage
 from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, key_pairs, label,
                        need_callable, need_stream, per_time_stage)
 
@@ -117,8 +118,11 @@ def cogroup_by(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
         return _reduce_groups(op, reducer, groups)
     left = key_pairs(stream, op, key)
     right = key_pairs(other, op, other_key, "other key")
+    diagnose = check_keys(op, key, other_key)
+    if (held(left) is None) != (held(right) is None):
+        return held_stage(op, left, right, diagnose, reducer=reducer)
     return per_time_stage([(left, _first), (right, _first)], op, _list_pairs, on_batch, on_done,
-                          check_keys(op, key, other_key))
+                          diagnose)
 
 
 def count(stream: Stream) -> Stream:
