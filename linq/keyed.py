@@ -11,14 +11,16 @@ of a single worker there is nothing to exchange and one stage does both.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter, defaultdict
 from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from naiad.graph import Stream
+from linq.fusion import chain_of, fusable
 from linq.invariant import held, held_stage
-from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, key_pairs, label,
-                       need_callable, need_stream, per_time_stage)
+from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
+                       key_pairs, label, need_callable, need_stream, per_time_stage)
 
 __all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
 
@@ -133,8 +135,10 @@ def count(stream: Stream) -> Stream:
     >>> run(lambda comp, s: s.count(), [["a", "b", "a"], ["b"]], workers=2)
     {0: [('a', 2), ('b', 1)], 1: [('b', 1)]}
     """
+    source, batch, diagnose = _fused_input(stream, check_hashable("count"))
+
     def local_batch(counts: Counter, edge: int, records: list) -> None:
-        counts.update(records)
+        counts.update(batch(records))
 
     def merge(counts: dict, edge: int, records: list) -> None:
         if not counts and _adopt(counts, records):
@@ -143,11 +147,21 @@ def count(stream: Stream) -> Stream:
         for k, n in records:
             counts[k] = get(k, 0) + n
     if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
-        return per_time_stage([(stream, None)], "count", Counter, local_batch, _items,
-                              check_hashable("count"))
-    local = per_time_stage([(stream, None)], "count.local", Counter, local_batch, _items,
-                           check_hashable("count"))
+        return per_time_stage([(source, None)], "count", Counter, local_batch, _items, diagnose)
+    local = per_time_stage([(source, None)], "count.local", Counter, local_batch, _items,
+                           diagnose)
     return per_time_stage([(local, _first)], "count", dict, merge, _items)
+
+
+def _fused_input(stream: Stream, diagnose):
+    """``(source, batch, diagnose)``: the stream a local pre-combine reads, the function from its
+    batches to the records to combine (the chain of fused steps, or the batch itself) and the
+    diagnosis of a failing batch."""
+    up = fusable(stream)
+    if up is None:
+        return stream, _identity, diagnose
+    source, steps = up
+    return source, chain_of(steps), fused_diagnose(steps, diagnose)
 
 
 def _adopt(acc: dict, pairs: list) -> bool:
@@ -168,17 +182,17 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
                 combine: Callable[[Any, Any], Any], role: str) -> Stream:
     """Local fold of ``value(r)`` per ``key(r)`` and time, an exchange of the partial
     accumulators on the key, and a final fold of the partials with ``combine``."""
+    source, batch, _ = _fused_input(stream, None)
+    combine_pairs = _combiner(combine)
+
     def fold(acc: dict, edge: int, records: list) -> None:
-        get = acc.get
-        r = None
+        items = batch(records)
+        if type(items) is not list:
+            items = list(items)
         try:
-            for r in records:
-                k = key(r)
-                v = value(r)
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else combine(cur, v)
+            combine_pairs(acc, zip(map(key, items), map(value, items)))
         except Exception:
-            replay(acc, key, value, r)      # raises the precise error
+            replay_all(items)               # raises the precise error
             raise
 
     def merge(acc: dict, edge: int, records: list) -> None:
@@ -195,6 +209,14 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
             replay(acc, _first, _second, kv)
             raise
 
+    def replay_all(items: list) -> None:
+        scratch: dict = {}
+        for r in items:
+            replay(scratch, key, value, r)
+            k, v = key(r), value(r)
+            cur = scratch.get(k, _MISSING)
+            scratch[k] = v if cur is _MISSING else combine(cur, v)
+
     def replay(acc: dict, key: Callable, value: Callable, r: Any) -> None:
         """The failing record again, one call at a time, against the state it met."""
         k = call(op, "key", key, (r,), HASHABLE)
@@ -202,10 +224,42 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
         cur = acc.get(k, _MISSING)
         if cur is not _MISSING:
             call(op, role, combine, (cur, v))
+    diagnose = _fused_input(stream, None)[2]
     if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
-        return per_time_stage([(stream, None)], op, dict, fold, _items)
-    local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items)
+        return per_time_stage([(source, None)], op, dict, fold, _items, diagnose)
+    local = per_time_stage([(source, None)], f"{op}.local", dict, fold, _items, diagnose)
     return per_time_stage([(local, _first)], op, dict, merge, _items)
+
+
+def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
+    """A loop folding ``(key, value)`` pairs into ``acc``; the common combines are inlined."""
+    if combine is operator.add:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else cur + v
+    elif combine is _builtin_min:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                if cur is _MISSING or v < cur:
+                    acc[k] = v
+    elif combine is _builtin_max:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                if cur is _MISSING or v > cur:
+                    acc[k] = v
+    else:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else combine(cur, v)
+    return fold
 
 
 def min(stream: Stream, key: Callable[[Any], Hashable],
