@@ -185,7 +185,24 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     source, batch, _ = _fused_input(stream, None)
     combine_pairs = _combiner(combine)
 
+    pairs_as_records = _is_item(key, 0) and _is_item(value, 1)
+
     def fold(acc: dict, edge: int, records: list) -> None:
+        if pairs_as_records:
+            # Records are (key, value) pairs: fold them straight off the chain, no list (a
+            # zip in the user's function then reuses one tuple).  Into a fresh dict, so that
+            # a record of another shape can fall back to the general path below.
+            part: dict = {}
+            try:
+                combine_pairs(part, batch(records))
+            except (TypeError, ValueError):
+                pass
+            else:
+                if not acc:
+                    acc.update(part)
+                else:
+                    combine_pairs(acc, part.items())
+                return
         items = batch(records)
         if type(items) is not list:
             items = list(items)
@@ -231,14 +248,26 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     return per_time_stage([(local, _first)], op, dict, merge, _items)
 
 
+def _is_item(fn: Callable, index: int) -> bool:
+    """Whether ``fn`` is ``operator.itemgetter(index)``."""
+    return type(fn) is operator.itemgetter and repr(fn) == f"operator.itemgetter({index})"
+
+
 def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
     """A loop folding ``(key, value)`` pairs into ``acc``; the common combines are inlined."""
     if combine is operator.add:
         def fold(acc: dict, pairs: Iterable) -> None:
             get = acc.get
             for k, v in pairs:
+                if type(v) is float:            # a sum of floats: start from 0.0, no test
+                    acc[k] = get(k, 0.0) + v
+                    break
                 cur = get(k, _MISSING)
                 acc[k] = v if cur is _MISSING else cur + v
+            else:
+                return
+            for k, v in pairs:                  # the same iterator, on from the first float
+                acc[k] = get(k, 0.0) + v
     elif combine is _builtin_min:
         def fold(acc: dict, pairs: Iterable) -> None:
             get = acc.get
