@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pickle
 import struct
-from itertools import compress
-from operator import not_ as _not
+from itertools import compress, repeat
+from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
@@ -91,9 +91,10 @@ _caches: Dict[int, Dict[Any, int]] = {}
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
     """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``.
 
-    The split runs at C speed once every key of the batch is in the destination cache: the
-    keys are mapped (``map(key, records)``), looked up (``map(cache.get, keys)``), and each
-    part is taken with ``itertools.compress``.  Keys not cached yet are hashed in Python once.
+    The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
+    destination cache (``map(cache.get, keys)``), and each part is taken with
+    ``itertools.compress``.  When keys are missing from the cache and all are strings, their
+    CRC-32s are computed by ``map`` too; other keys not cached yet are hashed in Python once.
     """
     if not records:
         return [[] for _ in range(parts)]
@@ -106,20 +107,29 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
     except TypeError:
         return _partition_slowly(records, key, parts)
     if None in dests:
-        try:
-            for i, d in enumerate(dests):
-                if d is None:
-                    k = keys[i]
-                    if type(k) is str:
-                        d = crc32(k.encode("utf-8", "surrogatepass")) % parts
-                    else:
-                        d = key_hash(k) % parts
-                    dests[i] = cache[k] = d
-        except TypeError:
-            return _partition_slowly(records, key, parts)
+        try:                # string keys (words): the CRC-32 of each, all in C
+            dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
+            cache.update(zip(keys, dests))
+        except (TypeError, UnicodeEncodeError):
+            try:
+                _fill(keys, dests, cache, parts)
+            except TypeError:
+                return _partition_slowly(records, key, parts)
     if parts == 2:
         return [list(compress(records, map(_not, dests))), list(compress(records, dests))]
     return [list(compress(records, map(d.__eq__, dests))) for d in range(parts)]
+
+
+def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
+    """Destinations of the keys missing from the cache, hashed one at a time."""
+    for i, d in enumerate(dests):
+        if d is None:
+            k = keys[i]
+            if type(k) is str:
+                d = crc32(k.encode("utf-8", "surrogatepass")) % parts
+            else:
+                d = key_hash(k) % parts
+            dests[i] = cache[k] = d
 
 
 def _partition_slowly(records: Sequence[Any], key: Callable, parts: int) -> List[list]:

@@ -16,7 +16,7 @@ def random_keys(seed: int, n: int) -> list:
     pool = [rng.randrange(-10 ** 12, 10 ** 12) for _ in range(20)]
     pool += ["".join(rng.choice("abcé€") for _ in range(rng.randint(0, 6))) for _ in range(20)]
     pool += [(rng.randrange(5), "x" * rng.randrange(3)) for _ in range(10)]
-    pool += [rng.random(), 2.0, True, None, b"bytes"]
+    pool += [rng.random(), 2.0, True, None, b"bytes", "lone \ud800 surrogate"]
     return [rng.choice(pool) for _ in range(n)]
 
 
