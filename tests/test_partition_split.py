@@ -59,3 +59,12 @@ def test_destinations_agree_across_processes():
     placed = [p for part in parts for p in part]
     assert len(placed) == len(keys)
     assert all(w == key_hash(k) % 4 for k, w in placed)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_string_keys_split_in_c_match_key_hash(parts):
+    rng = random.Random(parts)
+    words = ["".join(rng.choice("abcdeé€") for _ in range(rng.randint(0, 8))) for _ in range(300)]
+    for batch in (words, words + ["lone \ud800"]):     # the second falls back per key
+        out = partition(batch, lambda w: w, parts)
+        assert out == [[w for w in batch if key_hash(w) % parts == d] for d in range(parts)]
