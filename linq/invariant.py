@@ -29,7 +29,8 @@ each varying record as it arrives and keeps none of them.
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any, Callable, Optional
 
 from naiad.errors import GraphError
@@ -164,6 +165,34 @@ class HeldVertex(LinqVertex):
             self._fail(exc, edge, records)
 
     def _match(self, table: dict, records: list) -> list:
+        single = self.state.get("single")
+        if single is None or single[0] is not table:
+            # One invariant record per key (an adjacency per node)? Then match in C.  Decided
+            # once per held table: it is complete before any match.
+            flat = None
+            if table and all(len(v) == 1 for v in table.values()):
+                flat = dict(zip(table.keys(), map(_first, table.values())))
+            single = self.state["single"] = (table, flat)
+        if single[1] is not None:
+            return self._match_single(single[1], records)
+        return self._match_lists(table, records)
+
+    def _match_single(self, flat: dict, records: list) -> list:
+        """Records matched against one invariant record per key: lookups and the pairing by
+        ``map``/``compress``; only ``result`` is called per pair."""
+        keys = list(map(_first, records))
+        mine = list(map(_second, records))
+        theirs = list(map(flat.get, keys, repeat(_ABSENT)))
+        hit = list(map(is_not, theirs, repeat(_ABSENT)))
+        a, b = compress(mine, hit), compress(theirs, hit)
+        if self.held_edge == 0:
+            a, b = b, a
+        try:
+            return list(map(self.result, a, b))
+        except Exception:
+            return self._match_lists({k: [v] for k, v in flat.items()}, records)
+
+    def _match_lists(self, table: dict, records: list) -> list:
         out: list = []
         append = out.append
         result = self.result
@@ -202,6 +231,8 @@ class HeldVertex(LinqVertex):
         if time[1][-1] == self.last:
             st["held"].pop(ek, None)
             st["ready"].discard(ek)
+            if st.get("single") is not None and st["single"][0] is table:
+                del st["single"]
 
     def _cogroup(self, table: dict, waiting: list) -> list:
         groups: defaultdict = defaultdict(list)
@@ -241,6 +272,8 @@ def held_stage(op: str, left: Stream, right: Stream, diagnose, result=None,
 
 
 _first = itemgetter(0)
+_second = itemgetter(1)
+_ABSENT = object()
 
 
 def checked_concat(concat: Callable) -> Callable:

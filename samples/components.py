@@ -35,6 +35,7 @@ import operator
 import sys
 import time
 from collections import deque
+from itertools import repeat
 from typing import Dict, Hashable, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
@@ -89,11 +90,10 @@ def _label_and_neighbours(node_label: tuple, node_adj: tuple) -> tuple:
     return (node_label[0], node_label[1], node_adj[1])
 
 
-def _offers(record: tuple) -> list:
+def _offers(record: tuple):
+    """``(v, label)`` for the node itself and each neighbour, made in C by zip and repeat."""
     node, label, adj = record
-    out = [(v, label) for v in adj]
-    out.append((node, label))
-    return out
+    return zip(adj + (node,), repeat(label))
 
 
 def components_invariant(graph: Stream, rounds: int) -> Stream:
