@@ -213,17 +213,13 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
             raise
 
     def merge(acc: dict, edge: int, records: list) -> None:
-        get = acc.get
         if not acc and _adopt(acc, records):
             return
-        kv = None
         try:
-            for kv in records:
-                k, v = kv
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else combine(cur, v)
+            combine_pairs(acc, records)
         except Exception:
-            replay(acc, _first, _second, kv)
+            for kv in records:              # a failing call, named precisely
+                replay(acc, _first, _second, kv)
             raise
 
     def replay_all(items: list) -> None:
@@ -258,6 +254,7 @@ def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
     if combine is operator.add:
         def fold(acc: dict, pairs: Iterable) -> None:
             get = acc.get
+            pairs = iter(pairs)                 # the second loop goes on where this one stops
             for k, v in pairs:
                 if type(v) is float:            # a sum of floats: start from 0.0, no test
                     acc[k] = get(k, 0.0) + v

@@ -121,3 +121,26 @@ def test_error_in_a_fused_step_names_its_operator():
     while err is not None and not isinstance(err, UserFunctionError):
         err = err.__cause__
     assert err is not None and err.operator == "select(bad)" and err.record == "3"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("fused", [True, False])
+def test_float_sums_of_pairs_match_python(workers, fused):
+    """The (key, value)-pair fast path of aggregate, straight from the input and after steps."""
+    import random
+    from collections import defaultdict
+    from operator import itemgetter
+    rng = random.Random(workers)
+    pairs = [(rng.choice("abcdefg"), rng.random()) for _ in range(400)]
+    pairs += [("ints", 3), ("ints", 4)]
+    want = defaultdict(float)
+    for k, v in pairs:
+        want[k] += v
+
+    def build(comp, s):
+        if fused:
+            s = s.select(lambda kv: kv).where(lambda kv: True)
+        return s.aggregate(itemgetter(0), itemgetter(1), operator.add)
+    got = dict(run(build, [pairs], workers=workers)[0])
+    assert got.keys() == want.keys()
+    assert all(abs(got[k] - want[k]) < 1e-9 for k in want)
