@@ -85,7 +85,9 @@ def iterate(stream: Stream, body: Callable[[Stream], Stream], iterations: int, *
     """``body`` applied ``iterations`` times; the result is the body's output at the last one.
 
     ``partition_by`` routes the records fed back between iterations (default: they stay on
-    their worker).  Each epoch iterates on its own.
+    their worker).  Each epoch iterates on its own.  A body of two arguments,
+    ``body(loop, s)``, may bring loop-invariant inputs in with ``loop.enter(other)``
+    (:mod:`linq.invariant`).
 
     >>> import linq
     >>> from naiad.testing import run
