@@ -14,13 +14,14 @@ own methods.  Every operator works per time: records at different timestamps nev
 
 from naiad.graph import Stream
 from linq.core import UserFunctionError
+from linq.invariant import Loop, checked_concat
 from linq.iteration import iterate, iterate_and_accumulate
 from linq.join import join
 from linq.keyed import aggregate, cogroup_by, count, group_by, max, min
 from linq.sets import distinct, except_, intersect, union
 from linq.streaming import partition_by, select, select_many, where
 
-__all__ = ["UserFunctionError", "OPERATORS", "select", "where", "select_many", "partition_by",
+__all__ = ["UserFunctionError", "Loop", "OPERATORS", "select", "where", "select_many", "partition_by",
            "distinct", "union", "intersect", "except_", "count", "group_by", "cogroup_by",
            "join", "min", "max", "aggregate", "iterate", "iterate_and_accumulate"]
 
@@ -48,3 +49,5 @@ OPERATORS = {
 for _name, _fn in OPERATORS.items():
     setattr(Stream, _name, _fn)
 del _name, _fn
+# concat stays the Stream's own; it only refuses to mix loop-invariant and varying streams.
+Stream.concat = checked_concat(Stream.concat)

@@ -224,6 +224,8 @@ class MapVertex(LinqVertex):
         self.diagnose = diagnose
 
     def on_recv_batch(self, edge: int, records: list, time) -> None:
+        if not self._stagedef.outputs[0]:
+            return                  # fused into a later stage: nobody reads this output
         try:
             out = self.fn(records)
         except Exception as exc:
@@ -282,11 +284,35 @@ class PerTimeVertex(LinqVertex):
 
 def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
               diagnose: Optional[Callable[[int, list], None]] = None,
-              partition_by: Optional[Callable] = None) -> Stream:
-    """A stage of :class:`MapVertex`."""
+              partition_by: Optional[Callable] = None, step=None) -> Stream:
+    """A stage of :class:`MapVertex`; a ``step`` (:class:`linq.fusion.Step`) without
+    ``partition_by`` is fused with the stateless stage that made ``stream``, if any."""
     import stages
-    return stages.unary(stream, lambda: MapVertex(op, fn, diagnose), partition_by=partition_by,
-                        name=op)
+    from linq import fusion
+    from linq.invariant import inherit
+    if step is None or partition_by is not None:
+        out = stages.unary(stream, lambda: MapVertex(op, fn, diagnose),
+                           partition_by=partition_by, name=op)
+        return inherit(op, [stream], out)
+    up = fusion.fusable(stream)
+    source, steps = (up[0], up[1] + [step]) if up is not None else (stream, [step])
+    if len(steps) > 1:
+        fn = fusion.list_of(steps)
+        diagnose = fused_diagnose(steps)
+        op = "+".join(s.op for s in steps)
+    out = stages.unary(source, lambda: MapVertex(op, fn, diagnose), name=op)
+    return inherit(op, [source], fusion.mark(out, source, steps))
+
+
+def fused_diagnose(steps: list, then: Optional[Callable[[int, list], None]] = None):
+    """A diagnosis for a batch function made of fused ``steps`` (and then ``then``)."""
+    from linq.fusion import replay
+
+    def diagnose(edge: int, records: list) -> None:
+        out = replay(steps, edge, records)
+        if then is not None:
+            then(edge, out)
+    return diagnose
 
 
 def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=None,
@@ -297,11 +323,15 @@ def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=No
                           name=op)
     for s, key in inputs:
         st.new_input(s, key)
-    return st.new_output()
+    from linq.invariant import inherit
+    return inherit(op, [s for s, _ in inputs], st.new_output())
 
 
 def key_pairs(stream: Stream, op: str, key: Callable, role: str = "key") -> Stream:
     """``(key(r), r)`` for every record, computed once, before an exchange on the key."""
+    from linq.fusion import Step
+
     def fn(records: list) -> list:
         return [(key(r), r) for r in records]
-    return map_stage(stream, f"{op}.key", fn, check_each(op, role, key, HASHABLE))
+    diagnose = check_each(op, role, key, HASHABLE)
+    return map_stage(stream, f"{op}.key", fn, diagnose, step=Step("key", key, op, diagnose))

@@ -11,6 +11,7 @@ iterations never mix.  A body may itself iterate: the inner loop's times carry t
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Optional
 
 import stages
@@ -19,6 +20,7 @@ from naiad.graph import Stream
 from naiad.loops import LoopContext
 from naiad.vertex import Vertex
 from linq.core import fn_name, need_callable
+from linq.invariant import Loop, held
 
 __all__ = ["iterate", "iterate_and_accumulate"]
 
@@ -37,22 +39,44 @@ class _AtCounter(Vertex):
 
 def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, what: str,
           partition_by: Optional[Callable[[Any], Any]], name: Optional[str]):
-    need_callable(what, "body", body, "body(stream) -> stream")
+    need_callable(what, "body", body, "body(stream) -> stream or body(loop, stream) -> stream")
     if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
         msg = f"{what} needs a positive integer number of iterations; got {iterations!r}"
         raise ValueError(msg)
     loop = LoopContext(stream.computation, name or what)
     entered = loop.enter(stream)
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)
-    out = body(entered.concat(fb.stream))
+    x = entered.concat(fb.stream)
+    out = body(Loop(loop, iterations), x) if _takes_loop(body) else body(x)
     if not isinstance(out, Stream) or out.scope is not loop.scope:
         got = (f"a stream of scope {out.scope.path()}" if isinstance(out, Stream)
                else f"{type(out).__name__} {out!r}")
         msg = (f"{what}: the body {fn_name(body)} must return a stream computed from its "
                f"argument (inside loop {loop.name!r}); got {got}")
         raise GraphError(msg) if isinstance(out, Stream) else TypeError(msg)
+    if held(out) is not None:
+        msg = (f"{what}: the body {fn_name(body)} returns a loop-invariant stream (made from "
+               "loop.enter only); return one computed from the iterated stream")
+        raise GraphError(msg)
     fb.connect(out)
     return loop, out
+
+
+def _takes_loop(body: Callable) -> bool:
+    """Whether ``body`` takes ``(loop, stream)`` rather than ``(stream)``."""
+    try:
+        sig = inspect.signature(body)
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind(None)
+    except TypeError:
+        try:
+            sig.bind(None, None)
+            return True
+        except TypeError:
+            return False
+    return False
 
 
 def iterate(stream: Stream, body: Callable[[Stream], Stream], iterations: int, *,
@@ -61,7 +85,9 @@ def iterate(stream: Stream, body: Callable[[Stream], Stream], iterations: int, *
     """``body`` applied ``iterations`` times; the result is the body's output at the last one.
 
     ``partition_by`` routes the records fed back between iterations (default: they stay on
-    their worker).  Each epoch iterates on its own.
+    their worker).  Each epoch iterates on its own.  A body of two arguments,
+    ``body(loop, s)``, may bring loop-invariant inputs in with ``loop.enter(other)``
+    (:mod:`linq.invariant`).
 
     >>> import linq
     >>> from naiad.testing import run

@@ -13,6 +13,7 @@ from operator import itemgetter
 from typing import Any, Callable, Hashable
 
 from naiad.graph import Stream
+from linq.invariant import held, held_stage
 from linq.core import (UserFunctionError, check_keys, key_pairs, label, need_callable,
                        need_stream, per_time_stage)
 
@@ -70,5 +71,7 @@ def join(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
         return out
     left = key_pairs(stream, op, key)
     right = key_pairs(other, op, other_key, "other key")
-    return per_time_stage([(left, _first), (right, _first)], op, dict, on_batch, None,
-                          check_keys(op, key, other_key))
+    diagnose = check_keys(op, key, other_key)
+    if (held(left) is None) != (held(right) is None):
+        return held_stage(op, left, right, diagnose, result=result)
+    return per_time_stage([(left, _first), (right, _first)], op, dict, on_batch, None, diagnose)

@@ -11,13 +11,16 @@ of a single worker there is nothing to exchange and one stage does both.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter, defaultdict
 from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from naiad.graph import Stream
-from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, key_pairs, label,
-                       need_callable, need_stream, per_time_stage)
+from linq.fusion import chain_of, fusable
+from linq.invariant import held, held_stage
+from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
+                       key_pairs, label, need_callable, need_stream, per_time_stage)
 
 __all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
 
@@ -117,8 +120,11 @@ def cogroup_by(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
         return _reduce_groups(op, reducer, groups)
     left = key_pairs(stream, op, key)
     right = key_pairs(other, op, other_key, "other key")
+    diagnose = check_keys(op, key, other_key)
+    if (held(left) is None) != (held(right) is None):
+        return held_stage(op, left, right, diagnose, reducer=reducer)
     return per_time_stage([(left, _first), (right, _first)], op, _list_pairs, on_batch, on_done,
-                          check_keys(op, key, other_key))
+                          diagnose)
 
 
 def count(stream: Stream) -> Stream:
@@ -129,8 +135,10 @@ def count(stream: Stream) -> Stream:
     >>> run(lambda comp, s: s.count(), [["a", "b", "a"], ["b"]], workers=2)
     {0: [('a', 2), ('b', 1)], 1: [('b', 1)]}
     """
+    source, batch, diagnose = _fused_input(stream, check_hashable("count"))
+
     def local_batch(counts: Counter, edge: int, records: list) -> None:
-        counts.update(records)
+        counts.update(batch(records))
 
     def merge(counts: dict, edge: int, records: list) -> None:
         if not counts and _adopt(counts, records):
@@ -139,11 +147,21 @@ def count(stream: Stream) -> Stream:
         for k, n in records:
             counts[k] = get(k, 0) + n
     if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
-        return per_time_stage([(stream, None)], "count", Counter, local_batch, _items,
-                              check_hashable("count"))
-    local = per_time_stage([(stream, None)], "count.local", Counter, local_batch, _items,
-                           check_hashable("count"))
+        return per_time_stage([(source, None)], "count", Counter, local_batch, _items, diagnose)
+    local = per_time_stage([(source, None)], "count.local", Counter, local_batch, _items,
+                           diagnose)
     return per_time_stage([(local, _first)], "count", dict, merge, _items)
+
+
+def _fused_input(stream: Stream, diagnose):
+    """``(source, batch, diagnose)``: the stream a local pre-combine reads, the function from its
+    batches to the records to combine (the chain of fused steps, or the batch itself) and the
+    diagnosis of a failing batch."""
+    up = fusable(stream)
+    if up is None:
+        return stream, _identity, diagnose
+    source, steps = up
+    return source, chain_of(steps), fused_diagnose(steps, diagnose)
 
 
 def _adopt(acc: dict, pairs: list) -> bool:
@@ -164,32 +182,53 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
                 combine: Callable[[Any, Any], Any], role: str) -> Stream:
     """Local fold of ``value(r)`` per ``key(r)`` and time, an exchange of the partial
     accumulators on the key, and a final fold of the partials with ``combine``."""
+    source, batch, _ = _fused_input(stream, None)
+    combine_pairs = _combiner(combine)
+
+    pairs_as_records = _is_item(key, 0) and _is_item(value, 1)
+
     def fold(acc: dict, edge: int, records: list) -> None:
-        get = acc.get
-        r = None
+        if pairs_as_records:
+            # Records are (key, value) pairs: fold them straight off the chain, no list (a
+            # zip in the user's function then reuses one tuple).  Into a fresh dict, so that
+            # a record of another shape can fall back to the general path below.
+            part: dict = {}
+            try:
+                combine_pairs(part, batch(records))
+            except (TypeError, ValueError):
+                pass
+            else:
+                if not acc:
+                    acc.update(part)
+                else:
+                    combine_pairs(acc, part.items())
+                return
+        items = batch(records)
+        if type(items) is not list:
+            items = list(items)
         try:
-            for r in records:
-                k = key(r)
-                v = value(r)
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else combine(cur, v)
+            combine_pairs(acc, zip(map(key, items), map(value, items)))
         except Exception:
-            replay(acc, key, value, r)      # raises the precise error
+            replay_all(items)               # raises the precise error
             raise
 
     def merge(acc: dict, edge: int, records: list) -> None:
-        get = acc.get
         if not acc and _adopt(acc, records):
             return
-        kv = None
         try:
-            for kv in records:
-                k, v = kv
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else combine(cur, v)
+            combine_pairs(acc, records)
         except Exception:
-            replay(acc, _first, _second, kv)
+            for kv in records:              # a failing call, named precisely
+                replay(acc, _first, _second, kv)
             raise
+
+    def replay_all(items: list) -> None:
+        scratch: dict = {}
+        for r in items:
+            replay(scratch, key, value, r)
+            k, v = key(r), value(r)
+            cur = scratch.get(k, _MISSING)
+            scratch[k] = v if cur is _MISSING else combine(cur, v)
 
     def replay(acc: dict, key: Callable, value: Callable, r: Any) -> None:
         """The failing record again, one call at a time, against the state it met."""
@@ -198,10 +237,55 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
         cur = acc.get(k, _MISSING)
         if cur is not _MISSING:
             call(op, role, combine, (cur, v))
+    diagnose = _fused_input(stream, None)[2]
     if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
-        return per_time_stage([(stream, None)], op, dict, fold, _items)
-    local = per_time_stage([(stream, None)], f"{op}.local", dict, fold, _items)
+        return per_time_stage([(source, None)], op, dict, fold, _items, diagnose)
+    local = per_time_stage([(source, None)], f"{op}.local", dict, fold, _items, diagnose)
     return per_time_stage([(local, _first)], op, dict, merge, _items)
+
+
+def _is_item(fn: Callable, index: int) -> bool:
+    """Whether ``fn`` is ``operator.itemgetter(index)``."""
+    return type(fn) is operator.itemgetter and repr(fn) == f"operator.itemgetter({index})"
+
+
+def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
+    """A loop folding ``(key, value)`` pairs into ``acc``; the common combines are inlined."""
+    if combine is operator.add:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            pairs = iter(pairs)                 # the second loop goes on where this one stops
+            for k, v in pairs:
+                if type(v) is float:            # a sum of floats: start from 0.0, no test
+                    acc[k] = get(k, 0.0) + v
+                    break
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else cur + v
+            else:
+                return
+            for k, v in pairs:                  # the same iterator, on from the first float
+                acc[k] = get(k, 0.0) + v
+    elif combine is _builtin_min:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                if cur is _MISSING or v < cur:
+                    acc[k] = v
+    elif combine is _builtin_max:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                if cur is _MISSING or v > cur:
+                    acc[k] = v
+    else:
+        def fold(acc: dict, pairs: Iterable) -> None:
+            get = acc.get
+            for k, v in pairs:
+                cur = get(k, _MISSING)
+                acc[k] = v if cur is _MISSING else combine(cur, v)
+    return fold
 
 
 def min(stream: Stream, key: Callable[[Any], Hashable],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Iterable
 
 from naiad.graph import Stream
+from linq.fusion import Step
 from linq.core import (HASHABLE, ITERABLE, UserFunctionError, check_each, label, map_stage,
                        need_callable)
 
@@ -29,7 +30,8 @@ def select(stream: Stream, f: Callable[[Any], Any]) -> Stream:
 
     def fn(records: list) -> list:
         return [f(r) for r in records]
-    return map_stage(stream, op, fn, check_each(op, "selector", f))
+    diagnose = check_each(op, "selector", f)
+    return map_stage(stream, op, fn, diagnose, step=Step("select", f, op, diagnose))
 
 
 def where(stream: Stream, pred: Callable[[Any], Any]) -> Stream:
@@ -45,7 +47,8 @@ def where(stream: Stream, pred: Callable[[Any], Any]) -> Stream:
 
     def fn(records: list) -> list:
         return [r for r in records if pred(r)]
-    return map_stage(stream, op, fn, check_each(op, "predicate", pred))
+    diagnose = check_each(op, "predicate", pred)
+    return map_stage(stream, op, fn, diagnose, step=Step("where", pred, op, diagnose))
 
 
 def select_many(stream: Stream, f: Callable[[Any], Iterable[Any]]) -> Stream:
@@ -61,7 +64,8 @@ def select_many(stream: Stream, f: Callable[[Any], Iterable[Any]]) -> Stream:
 
     def fn(records: list) -> list:
         return [x for r in records for x in f(r)]
-    return map_stage(stream, op, fn, check_each(op, "selector", f, ITERABLE))
+    diagnose = check_each(op, "selector", f, ITERABLE)
+    return map_stage(stream, op, fn, diagnose, step=Step("select_many", f, op, diagnose))
 
 
 class _GuardedKey:

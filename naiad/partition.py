@@ -8,12 +8,16 @@ True
 >>> parts = partition(list(range(10)), lambda r: r, 3)
 >>> sorted(r for part in parts for r in part) == list(range(10))
 True
+>>> all(key_hash(r) % 3 == d for d, part in enumerate(parts) for r in part)
+True
 """
 
 from __future__ import annotations
 
 import pickle
 import struct
+from itertools import compress, repeat
+from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
@@ -85,31 +89,55 @@ _caches: Dict[int, Dict[Any, int]] = {}
 
 
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
-    """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``."""
-    out: List[list] = [[] for _ in range(parts)]
+    """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``.
+
+    The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
+    destination cache (``map(cache.get, keys)``), and each part is taken with
+    ``itertools.compress``.  When keys are missing from the cache and all are strings, their
+    CRC-32s are computed by ``map`` too; other keys not cached yet are hashed in Python once.
+    """
     if not records:
-        return out
-    appends = [o.append for o in out]
+        return [[] for _ in range(parts)]
     cache = _caches.get(parts)
     if cache is None or len(cache) > _CACHE_LIMIT:
         cache = _caches[parts] = {}
-    get = cache.get
     try:
-        for r in records:
-            k = key(r)
-            d = get(k)
-            if d is None:
-                if type(k) is str:
-                    d = cache[k] = crc32(k.encode("utf-8", "surrogatepass")) % parts
-                else:
-                    d = cache[k] = key_hash(k) % parts
-            appends[d](r)
+        keys = list(map(key, records))
+        dests = list(map(cache.get, keys))
     except TypeError:
-        # An unhashable key (a list, a dict): hash every record the slow way.
-        out = [[] for _ in range(parts)]
-        appends = [o.append for o in out]
-        for r in records:
-            appends[key_hash(key(r)) % parts](r)
+        return _partition_slowly(records, key, parts)
+    if None in dests:
+        try:                # string keys (words): the CRC-32 of each, all in C
+            dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
+            cache.update(zip(keys, dests))
+        except (TypeError, UnicodeEncodeError):
+            try:
+                _fill(keys, dests, cache, parts)
+            except TypeError:
+                return _partition_slowly(records, key, parts)
+    if parts == 2:
+        return [list(compress(records, map(_not, dests))), list(compress(records, dests))]
+    return [list(compress(records, map(d.__eq__, dests))) for d in range(parts)]
+
+
+def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
+    """Destinations of the keys missing from the cache, hashed one at a time."""
+    for i, d in enumerate(dests):
+        if d is None:
+            k = keys[i]
+            if type(k) is str:
+                d = crc32(k.encode("utf-8", "surrogatepass")) % parts
+            else:
+                d = key_hash(k) % parts
+            dests[i] = cache[k] = d
+
+
+def _partition_slowly(records: Sequence[Any], key: Callable, parts: int) -> List[list]:
+    """An unhashable key (a list, a dict): hash every record through its pickled form."""
+    out: List[list] = [[] for _ in range(parts)]
+    appends = [o.append for o in out]
+    for r in records:
+        appends[key_hash(key(r)) % parts](r)
     return out
 
 

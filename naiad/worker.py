@@ -15,6 +15,7 @@ from collections import deque
 from queue import Empty
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from naiad import gcpolicy
 from naiad.errors import ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.partition import partition
@@ -157,11 +158,13 @@ class Worker:
     # ---- the scheduling loop ----------------------------------------------------------------
     def run(self) -> None:
         """Run until the computation completes or is stopped; errors go to the computation."""
+        gcpolicy.enter()
         try:
             self._loop()
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the computation
             self.comp._worker_failed(self, exc)
         finally:
+            gcpolicy.exit_()
             self.finished = True
             self.comp._worker_exited(self)
 
@@ -198,6 +201,7 @@ class Worker:
                 self.fabric.flush(self.index)
                 return
             self.fabric.flush(self.index)
+            gcpolicy.idle()
             msg = self.fabric.wait(self.local_index, 1.0)
             if msg is not None:
                 self._handle(msg)

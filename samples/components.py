@@ -10,19 +10,32 @@ a breadth-first search; ``samples.components_vertex`` shows the loop that stops 
 
     python -m samples.components                     # the standard library's import graph
     python -m samples.components --random 5000 -t 2
+    python -m samples.components --invariant -n 2    # edges as a loop-invariant input
+
+:func:`components_invariant` keeps the edges out of the iterated records: only ``(node,
+label)`` pairs iterate, ``loop.enter`` brings the adjacency in once per epoch, and each round
+joins the labels with it, offers each label to the neighbours and keeps the least per node
+(``min``, combined on each worker before the exchange).  :func:`label_propagation` is the
+same rounds in plain Python.
 
 >>> from naiad.testing import run
 >>> edges = [(1, 2), (2, 3), (7, 8)]
 >>> run(lambda comp, s: components(s, rounds=2), [undirected_records(edges)])
 {0: [(1, 1), (2, 1), (3, 1), (7, 7), (8, 7)]}
+>>> run(lambda comp, s: components_invariant(s, rounds=2), [undirected_records(edges)], workers=2)
+{0: [(1, 1), (2, 1), (3, 1), (7, 7), (8, 7)]}
+>>> label_propagation(undirected_records(edges), 2) == {1: 1, 2: 1, 3: 1, 7: 7, 8: 7}
+True
 """
 
 from __future__ import annotations
 
 import argparse
+import operator
 import sys
 import time
 from collections import deque
+from itertools import repeat
 from typing import Dict, Hashable, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
@@ -31,7 +44,7 @@ from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, random_edges, stdlib_import_graph, undirected
 
-__all__ = ["components", "undirected_records", "rounds_needed", "oracle", "program",
+__all__ = ["components", "components_invariant", "label_propagation", "undirected_records", "rounds_needed", "oracle", "program",
            "run_components", "main"]
 
 
@@ -69,6 +82,46 @@ def components(graph: Stream, rounds: int) -> Stream:
             .select(lambda r: (r[0], r[1])))
 
 
+_first = operator.itemgetter(0)
+_second = operator.itemgetter(1)
+
+
+def _label_and_neighbours(node_label: tuple, node_adj: tuple) -> tuple:
+    return (node_label[0], node_label[1], node_adj[1])
+
+
+def _offers(record: tuple):
+    """``(v, label)`` for the node itself and each neighbour, made in C by zip and repeat."""
+    node, label, adj = record
+    return zip(adj + (node,), repeat(label))
+
+
+def components_invariant(graph: Stream, rounds: int) -> Stream:
+    """The same labels as :func:`components`, the adjacency a loop-invariant input."""
+    structure = graph.select(lambda r: (r[0], tuple(r[1])))
+    labels = graph.select(lambda r: (r[0], r[0]))
+
+    def round_(loop, x: Stream) -> Stream:
+        return (x.join(loop.enter(structure), _first, _first, _label_and_neighbours)
+                 .select_many(_offers)
+                 .min(_first, _second))
+    return labels.iterate(round_, rounds)
+
+
+def label_propagation(records: Sequence[tuple], rounds: int) -> Dict[Hashable, Hashable]:
+    """The baseline: ``rounds`` rounds of least-label propagation with plain dicts."""
+    label = {u: u for u, _ in records}
+    for _ in range(rounds):
+        new = dict(label)
+        for u, adj in records:
+            mine = label[u]
+            for v in adj:
+                if mine < new[v]:
+                    new[v] = mine
+        label = new
+    return label
+
+
 def rounds_needed(records: Sequence[tuple]) -> int:
     """Rounds after which every label is final: the largest BFS depth from each component's
     least node (at least 1)."""
@@ -100,11 +153,12 @@ def oracle(records: Sequence[tuple]) -> Dict[Hashable, Hashable]:
     return {u: min(comp) for comp in nx.connected_components(g) for u in comp}
 
 
-def program(records: Sequence[tuple], rounds: int):
+def program(records: Sequence[tuple], rounds: int, invariant: bool = False):
     """A program for ``naiad.execute``: each process supplies its share of the nodes."""
     def run(comp: naiad.Computation) -> List[tuple]:
         inp = comp.new_input(name="graph")
-        got = components(inp.stream, rounds).collect()
+        build = components_invariant if invariant else components
+        got = build(inp.stream, rounds).collect()
         comp.activate()
         inp.on_next(shard(records, comp.process_index, comp.processes))
         inp.on_completed()
@@ -114,8 +168,9 @@ def program(records: Sequence[tuple], rounds: int):
 
 
 def run_components(records: Sequence[tuple], rounds: int, processes: int = 1,
-                   workers: int = 1) -> Dict[Hashable, Hashable]:
-    parts = naiad.execute(program(records, rounds), processes=processes, workers=workers)
+                   workers: int = 1, invariant: bool = False) -> Dict[Hashable, Hashable]:
+    parts = naiad.execute(program(records, rounds, invariant), processes=processes,
+                          workers=workers)
     return {u: label for part in parts for u, label in part}
 
 
@@ -126,6 +181,8 @@ def main(argv: Iterable[str] = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("-n", "--processes", type=int, default=1)
     parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("--invariant", action="store_true",
+                        help="edges as a loop-invariant input (components_invariant)")
     args = parser.parse_args(argv)
     if args.random:
         edges = random_edges(args.random, args.random, seed=args.seed)
@@ -134,7 +191,7 @@ def main(argv: Iterable[str] = None) -> int:
     records = undirected_records(edges)
     rounds = rounds_needed(records)
     t0 = time.perf_counter()
-    labels = run_components(records, rounds, args.processes, args.workers)
+    labels = run_components(records, rounds, args.processes, args.workers, args.invariant)
     took = time.perf_counter() - t0
     sizes: Dict[Hashable, int] = {}
     for label in labels.values():

@@ -1,0 +1,162 @@
+"""Loop-invariant inputs: body(loop, s) with loop.enter(other), against oracles that re-send the
+invariant data at every iteration, across workers and processes; errors for mixing."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+
+import linq  # noqa: F401 - installs the Stream methods
+from naiad.errors import GraphError
+from naiad.testing import run
+from samples.components import (components_invariant, label_propagation, oracle, rounds_needed,
+                                undirected_records)
+from samples.graphs import adjacency, random_edges
+from samples.pagerank import pagerank, pagerank_invariant, power_iteration
+
+
+def tagged(s, tag):
+    return s.where(lambda r: r[0] == tag).select(lambda r: r[1:])
+
+
+def scale_loop(left_invariant: bool, iterations: int):
+    """x (key, value) multiplied at each iteration by every factor (key, f) of the epoch."""
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            f = loop.enter(fs)
+            if left_invariant:
+                return f.join(x, lambda r: r[0], lambda r: r[0], lambda a, b: (b[0], b[1] * a[1]))
+            return x.join(f, lambda r: r[0], lambda r: r[0], lambda a, b: (a[0], a[1] * b[1]))
+        return xs.iterate(body, iterations)
+    return build
+
+
+def scale_oracle(epoch: list, iterations: int) -> list:
+    xs = [r[1:] for r in epoch if r[0] == "x"]
+    fs = defaultdict(list)
+    for _, k, f in (r for r in epoch if r[0] == "f"):
+        fs[k].append(f)
+    for _ in range(iterations):
+        xs = [(k, v * f) for k, v in xs for f in fs[k]]
+    return sorted(xs)
+
+
+def random_epochs(seed: int, epochs: int, size: int) -> list:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(epochs):
+        keys = rng.randint(1, 8)
+        recs = [("x", rng.randrange(keys), rng.randint(1, 5)) for _ in range(size)]
+        recs += [("f", rng.randrange(keys), rng.randint(1, 3)) for _ in range(rng.randint(0, 12))]
+        rng.shuffle(recs)
+        out.append(recs)
+    return out
+
+
+@pytest.mark.parametrize("left_invariant", [False, True])
+@pytest.mark.parametrize("seed,iterations", [(1, 1), (2, 3), (3, 4)])
+def test_join_with_invariant_side_matches_resending(cluster, left_invariant, seed, iterations):
+    epochs = random_epochs(seed, 3, 20)
+    got = cluster.run(scale_loop(left_invariant, iterations), epochs)
+    assert got == {e: scale_oracle(recs, iterations) for e, recs in enumerate(epochs)}
+
+
+def test_cogroup_with_invariant_side_reduces_every_key_at_every_iteration(cluster):
+    """A key present only on the invariant side still reaches the reducer at each iteration."""
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            return x.cogroup_by(loop.enter(fs), lambda r: r[0], lambda r: r[0],
+                                lambda k, mine, fixed: [(k, sum(v for _, v in mine)
+                                                         + sum(f for _, f in fixed))])
+        return xs.iterate(body, 3)
+    epochs = [[("x", 1, 1), ("f", 1, 10), ("f", 2, 5), ("f", 2, 1)], [("x", 3, 7)]]
+    # key 1: 1 -> 11 -> 21 -> 31; key 2 (invariant only): 6 -> 12 -> 18; key 3: 7 throughout
+    assert cluster.run(build, epochs) == {0: [(1, 31), (2, 18)], 1: [(3, 7)]}
+
+
+@pytest.mark.parametrize("nodes,edges,seed", [(30, 60, 1), (200, 700, 2)])
+def test_pagerank_invariant_equals_power_iteration(cluster, nodes, edges, seed):
+    graph = random_edges(nodes, edges, seed=seed)
+    names, adj = adjacency(graph)
+    records = [(u, adj[u]) for u in names]
+    want = power_iteration(adj, 10)
+    got = cluster.run(lambda comp, s: pagerank_invariant(s, len(names), 10), [records])[0]
+    assert len(got) == len(want)
+    assert max(abs(r - want[u]) for u, r in got) < 1e-9
+    hadoop = run(lambda comp, s: pagerank(s, len(names), 10), [records])[0]
+    assert max(abs(r - dict(hadoop)[u]) for u, r in got) < 1e-9
+
+
+@pytest.mark.parametrize("nodes,edges,seed", [(40, 30, 3), (300, 280, 4)])
+def test_components_invariant_equals_networkx(cluster, nodes, edges, seed):
+    records = undirected_records(random_edges(nodes, edges, seed=seed))
+    rounds = rounds_needed(records)
+    got = dict(cluster.run(lambda comp, s: components_invariant(s, rounds), [records])[0])
+    assert got == oracle(records) == label_propagation(records, rounds)
+
+
+def test_invariant_side_is_keyed_once_per_epoch():
+    """The invariant side's key function runs once per record and epoch, not per iteration."""
+    calls = []
+
+    def fkey(r):
+        calls.append(r)
+        return r[0]
+
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+        return xs.iterate(lambda loop, x: x.join(loop.enter(fs), lambda r: r[0], fkey,
+                                                 lambda a, b: (a[0], a[1] + b[1])), 5)
+    epochs = [[("x", 1, 0), ("f", 1, 1), ("f", 2, 1)], [("x", 2, 0), ("f", 2, 3)]]
+    assert run(build, epochs, workers=2) == {0: [(1, 5)], 1: [(2, 15)]}
+    assert len(calls) == 3
+
+
+def test_invariant_streams_stay_invariant_through_stateless_operators():
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            f = loop.enter(fs).select(lambda r: (r[0], r[1] * 2)).where(lambda r: r[1] > 2)
+            return x.join(f, lambda r: r[0], lambda r: r[0], lambda a, b: (a[0], a[1] + b[1]))
+        return xs.iterate(body, 3)
+    assert run(build, [[("x", 1, 0), ("f", 1, 1), ("x", 2, 0), ("f", 2, 2)]]) == {0: [(2, 12)]}
+
+
+def mixed(kind):
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            f = loop.enter(fs)
+            if kind == "concat":
+                return x.concat(f)
+            if kind == "union":
+                return x.union(f)
+            if kind == "only_invariant":
+                return f.select(lambda r: r)
+            return x
+        return xs.iterate(body, 2)
+    return build
+
+
+@pytest.mark.parametrize("kind", ["concat", "union", "only_invariant"])
+def test_mixing_invariant_and_varying_is_a_graph_error(kind):
+    with pytest.raises(GraphError, match="invariant"):
+        run(mixed(kind), [[("x", 1, 0)]])
+
+
+def test_enter_needs_an_outer_stream():
+    def build(comp, s):
+        return s.iterate(lambda loop, x: x.join(loop.enter(x), lambda r: r, lambda r: r,
+                                                lambda a, b: a), 2)
+    with pytest.raises(GraphError, match="enter"):
+        run(build, [[1]])
+    with pytest.raises(TypeError, match="Stream"):
+        run(lambda comp, s: s.iterate(lambda loop, x: loop.enter(42), 2), [[1]])
