@@ -77,7 +77,9 @@ def help_commands() -> List[str]:
 
 
 def placeholder(command: str) -> bool:
-    return bool(re.search(r"\b[A-Z]{3,}\b", command.replace("NAIAD_", "")))
+    """A form to fill in: NAME, MODULE:FUNCTION, [options], an elided ``...``."""
+    return bool(re.search(r"\b[A-Z]{3,}\b|\[[a-z -]+\]|(^|\s)\.\.\.(\s|$)",
+                          command.replace("NAIAD_", "")))
 
 
 def argv_of(command: str) -> List[str]:
