@@ -184,6 +184,30 @@ def test_naiad_help_examples(command):
     run(argv_of(command))
 
 
+# Small inputs for the samples whose defaults take more than a few seconds.
+SMALL: Dict[str, List[str]] = {
+    "main": ["--graph", "imports", "--iterations", "2", "--top", "3"],
+    "spark_kmeans": ["--points", "2000", "-i", "2"],
+    "kmeans": ["--points", "2000", "-i", "3"],
+    "components": ["--random", "300"],
+    "components_vertex": ["--random", "300", "-t", "2"],
+    "pagerank": ["--rmat", "8", "-n", "2", "--invariant"],
+    "mapreduce": ["--files", "20", "--per-epoch", "10"],
+    "wordcount": ["--files", "20", "-n", "2"],
+    "wordcount_vertex": ["--files", "20", "-t", "2"],
+    "collatz": ["--limit", "100"],
+}
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+@pytest.mark.parametrize("name", sorted(samples()))
+def test_every_sample_runs_from_the_command_line(name):
+    if name in ("main", "spark_kmeans") and spark_missing():
+        pytest.skip(spark_missing())
+    out = run([str(BIN / "naiad"), "sample", name, *SMALL.get(name, [])]).stdout
+    assert out.strip(), f"naiad sample {name} printed nothing"
+
+
 @pytest.mark.parametrize("name", sorted(samples()))
 def test_every_sample_describes_its_options(name):
     via_cli = run([str(BIN / "naiad"), "sample", name, "--help"], timeout=60).stdout
