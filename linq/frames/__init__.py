@@ -1,0 +1,14 @@
+"""Columnar frames: Apache Arrow tables through the dataflow (``from linq import frames``).
+
+Each message of a :class:`FrameStream` is a whole ``pyarrow.Table``: operators map, filter,
+exchange, aggregate and join whole columns with Arrow's kernels, and tables cross processes as
+Arrow buffers, never as Python rows.  ``frames.of(stream)`` views a stream of tables as frames;
+``FrameStream.to_records()`` goes back to row tuples for the record operators of :mod:`linq`.
+See docs/frames.md.
+"""
+
+from linq.frames.hashing import column_hash, row_hash
+from linq.frames.stream import AGGREGATIONS, FrameStream, of
+from linq.frames.vertices import FrameError
+
+__all__ = ["of", "FrameStream", "FrameError", "AGGREGATIONS", "row_hash", "column_hash"]

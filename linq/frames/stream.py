@@ -1,0 +1,245 @@
+"""FrameStream: a stream whose messages are ``pyarrow.Table`` batches, with columnar operators.
+
+Per time, as the record operators: tables at different timestamps never mix.  Exchanges cut
+tables by a row hash of their key columns (:mod:`linq.frames.hashing`), the same in every
+process; aggregations and joins run as Arrow kernels over whole tables, and ``group_by``
+combines each worker's tables locally before anything crosses the network.
+
+>>> import pyarrow as pa
+>>> from naiad.testing import run
+>>> from linq import frames
+>>> def build(comp, s):
+...     words = frames.of(s).group_by("word", n=("word", "count"), total=("x", "sum"))
+...     return words.to_records()
+>>> batches = [pa.table({"word": ["a", "b", "a"], "x": [1, 2, 3]}), pa.table({"word": ["b"], "x": [5]})]
+>>> run(build, [batches], workers=2)
+{0: [('a', 2, 4), ('b', 2, 7)]}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import stages
+from naiad.graph import Stream
+from naiad.partition import key_hash
+from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
+
+__all__ = ["FrameStream", "of", "AGGREGATIONS"]
+
+AGGREGATIONS = ("sum", "count", "min", "max", "mean")
+_JOINS = {"inner": "inner", "left": "left outer", "right": "right outer", "outer": "full outer"}
+Keys = Union[str, Sequence[str]]
+
+
+def _keys(keys: Keys) -> List[str]:
+    return [keys] if isinstance(keys, str) else list(keys)
+
+
+def _routes(workers: int) -> List[int]:
+    """For each worker ``w`` an int whose ``key_hash % workers == w``: a tag the exchange
+    sends to that worker."""
+    routes: List[Optional[int]] = [None] * workers
+    k, missing = 0, workers
+    while missing:
+        w = key_hash(k) % workers
+        if routes[w] is None:
+            routes[w] = k
+            missing -= 1
+        k += 1
+    return routes  # type: ignore[return-value]
+
+
+def _route(tagged: tuple) -> int:
+    return tagged[0]
+
+
+def of(stream: Stream) -> "FrameStream":
+    """The stream of ``pyarrow.Table`` messages ``stream`` carries, as a FrameStream."""
+    if isinstance(stream, FrameStream):
+        return stream
+    if not isinstance(stream, Stream):
+        msg = f"frames.of needs a naiad Stream of pyarrow.Table; got {type(stream).__name__}"
+        raise TypeError(msg)
+    return FrameStream(stream)
+
+
+class FrameStream:
+    """Columnar operators over a stream of tables; ``.stream`` is the underlying Stream."""
+
+    def __init__(self, stream: Stream):
+        self.stream = stream
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    @property
+    def _workers(self) -> int:
+        return self.stream.graph.computation.workers
+
+    def _map(self, op: str, fn: Callable, rows: bool = False) -> Stream:
+        return stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
+
+    def _split(self, op: str, keys: List[str]) -> Stream:
+        routes = _routes(self._workers)
+        return stages.unary(self.stream, lambda: Split(op, keys, routes), name=f"{op}.split")
+
+    # -- stateless ---------------------------------------------------------------------------------
+    def map_batches(self, fn: Callable[[pa.Table], pa.Table]) -> "FrameStream":
+        """``fn(table) -> table`` for every table (None drops it)."""
+        _callable("map_batches", fn)
+        return FrameStream(self._map(f"map_batches({_name(fn)})", fn))
+
+    def filter(self, fn: Callable[[pa.Table], Any]) -> "FrameStream":
+        """The rows where ``fn(table)`` (a boolean array or expression result) is true."""
+        _callable("filter", fn)
+        op = f"filter({_name(fn)})"
+
+        def keep(table: pa.Table) -> pa.Table:
+            mask = fn(table)
+            try:
+                return table.filter(mask)
+            except (TypeError, ValueError, pa.ArrowInvalid) as exc:
+                msg = (f"{op}: the function must return a boolean array of {table.num_rows} "
+                       f"values; got {type(mask).__name__} ({exc})")
+                raise FrameError(msg) from exc
+        return FrameStream(self._map(op, keep))
+
+    def concat(self, *others: "FrameStream") -> "FrameStream":
+        """The tables of this stream and of ``others``, each at its own time."""
+        return FrameStream(self.stream.concat(*(of(o).stream for o in others)))
+
+    def to_records(self) -> Stream:
+        """A Stream of row tuples (in column order), for the record operators of ``linq``."""
+        def rows(table: pa.Table) -> list:
+            return list(zip(*(c.to_pylist() for c in table.columns)))
+        return self._map("to_records", rows, rows=True)
+
+    # -- exchange ----------------------------------------------------------------------------------
+    def exchange(self, key: Keys) -> "FrameStream":
+        """Rows with equal values in the ``key`` columns meet on one worker."""
+        keys = _keys(key)
+        tagged = self._split(f"exchange({', '.join(keys)})", keys)
+        return FrameStream(stages.unary(tagged, _Untag, partition_by=_route,
+                                        name=f"exchange({', '.join(keys)})"))
+
+    # -- per-time combinations ---------------------------------------------------------------------
+    def group_by(self, keys: Keys, **aggs: Tuple[str, str]) -> "FrameStream":
+        """One row per distinct ``keys`` per time, with ``name=(column, how)`` aggregations,
+        ``how`` one of sum, count, min, max, mean.  Each worker combines its own tables first;
+        only the partial results are exchanged."""
+        keys = _keys(keys)
+        if not aggs:
+            msg = "group_by needs at least one aggregation, e.g. n=('word', 'count')"
+            raise TypeError(msg)
+        partial: List[Tuple[str, str, str]] = []      # (column, kernel, partial name)
+        final: List[Tuple[str, str, List[str]]] = []  # (output name, how, partial names)
+        for name, spec in aggs.items():
+            if (not isinstance(spec, tuple) or len(spec) != 2 or spec[1] not in AGGREGATIONS):
+                msg = (f"group_by: aggregation {name}={spec!r} must be (column, how) with how "
+                       f"one of {', '.join(AGGREGATIONS)}")
+                raise TypeError(msg)
+            column, how = spec
+            kernels = ["sum", "count"] if how == "mean" else [how]
+            names = []
+            for kernel in kernels:
+                pname = f"__{column}_{kernel}"
+                if (column, kernel, pname) not in partial:
+                    partial.append((column, kernel, pname))
+                names.append(pname)
+            final.append((name, how, names))
+        columns = sorted({c for c, _, _ in partial} | set(keys))
+        op = f"group_by({', '.join(keys)})"
+        routes = _routes(self._workers)
+
+        def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            table = tables[0]
+            got = table.group_by(keys, use_threads=False).aggregate(
+                [(c, k) for c, k, _ in partial])
+            return pa.table({**{k: got.column(k) for k in keys},
+                             **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
+
+        def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            table = tables[0]
+            kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
+            got = table.group_by(keys, use_threads=False).aggregate(
+                [(p, kinds[p]) for _, _, p in partial])
+            out = {k: got.column(k) for k in keys}
+            for name, how, names in final:
+                cols = [got.column(f"{n}_{kinds[n]}") for n in names]
+                if how == "mean":
+                    out[name] = pc.divide(pc.cast(cols[0], pa.float64()), cols[1])
+                else:
+                    out[name] = cols[0]
+            return pa.table(out)
+
+        local = stages.unary(
+            self.stream, lambda: Accumulate(f"{op}.combine", 1, False, combine_local,
+                                            [columns], keys, routes), name=f"{op}.combine")
+        merged = stages.unary(local, lambda: Accumulate(op, 1, True, combine_final),
+                              partition_by=_route, name=op)
+        return FrameStream(merged)
+
+    def join(self, other: "FrameStream", on: Keys, right_on: Optional[Keys] = None,
+             how: str = "inner") -> "FrameStream":
+        """Per time, the rows of this stream and ``other`` whose ``on`` (and ``right_on``)
+        columns are equal, joined by Arrow's hash join; ``how``: inner, left, right, outer."""
+        if how not in _JOINS:
+            msg = f"join: how={how!r} must be one of {', '.join(_JOINS)}"
+            raise ValueError(msg)
+        left_keys = _keys(on)
+        right_keys = _keys(right_on) if right_on is not None else left_keys
+        if len(left_keys) != len(right_keys):
+            msg = f"join: {len(left_keys)} key column(s) on the left, {len(right_keys)} on the right"
+            raise ValueError(msg)
+        other = of(other)
+        op = f"join({', '.join(left_keys)} = {', '.join(right_keys)})"
+        left = self._split(f"{op}.left", left_keys)
+        right = other._split(f"{op}.right", right_keys)
+        kind = _JOINS[how]
+
+        def combine(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            a, b = tables
+            if a is None or b is None:
+                if how == "inner" or (a is None and how == "left") or (b is None and how == "right"):
+                    return None
+                return a if b is None else b
+            return a.join(b, keys=left_keys, right_keys=right_keys, join_type=kind,
+                          use_threads=False)
+
+        out = stages.binary(left, right,
+                            lambda: Accumulate(op, 2, True, combine, [left_keys, right_keys]),
+                            partition_by_left=_route, partition_by_right=_route, name=op)
+        return FrameStream(out)
+
+    # -- outputs -----------------------------------------------------------------------------------
+    def collect(self):
+        """``.results``: ``{epoch: [tables reaching this process]}``
+        (``pa.concat_tables`` makes one table of an epoch)."""
+        return self.stream.collect()
+
+    def subscribe(self, fn: Callable[[int, List[pa.Table]], Any]):
+        """``fn(epoch, tables)`` once per completed epoch, in epoch order, in each process."""
+        return self.stream.subscribe(fn)
+
+    def __repr__(self) -> str:
+        return f"FrameStream({self.stream!r})"
+
+
+class _Untag(MapTables):
+    def __init__(self) -> None:
+        super().__init__("exchange", lambda t: t)
+
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, [m[1] for m in messages], time)
+
+
+def _callable(op: str, fn: Any) -> None:
+    if not callable(fn):
+        msg = f"{op} needs a function of a pyarrow.Table; got {type(fn).__name__}"
+        raise TypeError(msg)
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)

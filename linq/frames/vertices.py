@@ -1,0 +1,166 @@
+"""The vertices that carry frames: each message is a whole ``pyarrow.Table``, never a row.
+
+- :class:`MapTables` applies a function to each table (map_batches, filter, to_records).
+- :class:`Split` cuts each table by the row hash of its key columns into one table per
+  destination worker and tags it with a routing key that the exchange sends to that worker.
+- :class:`Accumulate` gathers the tables of a time and, at its notification, combines them with
+  Arrow kernels (a group-by aggregation, or a join of its two inputs), then sends the result,
+  split again by key when another exchange follows (the local pre-combine of group_by).
+
+Every vertex checks what it receives: a record that is not a table, a missing column, or a
+schema that changes between the batches of one stream is an error naming the operator, the
+column or both schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+import naiad
+from linq.frames.hashing import row_hash
+
+__all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table"]
+
+
+class FrameError(ValueError):
+    """A frame operator received a table it cannot use (wrong type, column or schema)."""
+
+
+def require_table(op: str, value: Any) -> pa.Table:
+    if isinstance(value, pa.RecordBatch):
+        return pa.Table.from_batches([value])
+    if not isinstance(value, pa.Table):
+        msg = (f"{op}: each message of a frame stream must be a pyarrow.Table; got "
+               f"{type(value).__name__} (frames.of(stream) needs a stream of tables; "
+               "use frames.from_records for rows)")
+        raise FrameError(msg)
+    return value
+
+
+def require_columns(op: str, table: pa.Table, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        msg = (f"{op}: no column {missing[0]!r} in the table; its columns are "
+               f"{table.column_names}")
+        raise FrameError(msg)
+
+
+def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> List[tuple]:
+    """``[(route, part)]``: the rows of ``table`` cut by ``row_hash % workers``, one part per
+    destination that gets rows, in destination order (a stable sort keeps the row order)."""
+    workers = len(routes)
+    if workers == 1 or table.num_rows == 0:
+        return [(routes[0], table)] if table.num_rows else []
+    dest = (row_hash(table, keys) % np.uint64(workers)).astype(np.int64)
+    counts = np.bincount(dest, minlength=workers)
+    ordered = table.take(np.argsort(dest, kind="stable"))
+    out, start = [], 0
+    for d, n in enumerate(counts.tolist()):
+        if n:
+            out.append((routes[d], ordered.slice(start, n)))
+            start += n
+    return out
+
+
+class _Checked(naiad.Vertex):
+    """Remembers the schema of each input and refuses a change."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+        self.schemas: Dict[int, pa.Schema] = {}
+
+    def _check(self, edge: int, table: pa.Table) -> pa.Table:
+        table = require_table(self.op, table)
+        seen = self.schemas.get(edge)
+        if seen is None:
+            self.schemas[edge] = table.schema
+        elif not seen.equals(table.schema):
+            msg = (f"{self.op}: the schema changed between batches of one stream: first "
+                   f"{_schema(seen)}, now {_schema(table.schema)}; give every batch the same "
+                   "columns and types (cast with table.cast(schema))")
+            raise FrameError(msg)
+        return table
+
+
+def _schema(schema: pa.Schema) -> str:
+    return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
+
+
+class MapTables(naiad.Vertex):
+    """``fn(table)`` for each table; results that are tables (or row lists) go on."""
+
+    def __init__(self, op: str, fn: Callable[[pa.Table], Any], rows: bool = False) -> None:
+        super().__init__()
+        self.op, self.fn, self.rows = op, fn, rows
+
+    def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
+        out = []
+        for table in messages:
+            result = self.fn(require_table(self.op, table))
+            if self.rows:
+                out.extend(result)
+            elif result is not None:
+                out.append(require_table(f"{self.op} (its function's result)", result))
+        if out:
+            self.send_batch_by(0, out, time)
+
+
+class Split(_Checked):
+    """Tags each table's parts with the routing key of their destination worker."""
+
+    def __init__(self, op: str, keys: Sequence[str], routes: Sequence[int]) -> None:
+        super().__init__(op)
+        self.keys, self.routes = list(keys), list(routes)
+
+    def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
+        out = []
+        for table in messages:
+            table = self._check(edge, table)
+            require_columns(self.op, table, self.keys)
+            out.extend(split_table(table, self.keys, self.routes))
+        if out:
+            self.send_batch_by(0, out, time)
+
+
+class Accumulate(_Checked):
+    """Gathers a time's tables per input; at the notification ``combine(tables per input)``
+    gives one table, sent whole or split by ``split_keys`` for a following exchange."""
+
+    def __init__(self, op: str, inputs: int, tagged: bool,
+                 combine: Callable[[List[Optional[pa.Table]]], Optional[pa.Table]],
+                 columns: Sequence[Sequence[str]] = (),
+                 split_keys: Optional[Sequence[str]] = None,
+                 routes: Sequence[int] = ()) -> None:
+        super().__init__(op)
+        self.inputs, self.tagged, self.combine = inputs, tagged, combine
+        self.columns = [list(c) for c in columns] or [[] for _ in range(inputs)]
+        self.split_keys, self.routes = split_keys, list(routes)
+        self.pending: Dict[naiad.Timestamp, List[List[pa.Table]]] = {}
+        self.checked: set = set()
+
+    def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
+        lists = self.pending.get(time)
+        if lists is None:
+            lists = self.pending[time] = [[] for _ in range(self.inputs)]
+            self.notify_at(time)
+        for message in messages:
+            table = self._check(edge, message[1] if self.tagged else message)
+            if edge not in self.checked:
+                require_columns(self.op, table, self.columns[edge])
+                self.checked.add(edge)
+            lists[edge].append(table)
+
+    def on_notify(self, time: naiad.Timestamp) -> None:
+        lists = self.pending.pop(time)
+        tables = [pa.concat_tables(ts) if ts else None for ts in lists]
+        result = self.combine(tables)
+        if result is None or result.num_rows == 0:
+            return
+        if self.split_keys is None:
+            self.send_by(0, result, time)
+        else:
+            self.send_batch_by(0, split_table(result, self.split_keys, self.routes), time)
