@@ -209,6 +209,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(exc.code, str):
             return _usage(parser, exc.code)
         return int(exc.code or 0)
+    except BrokenPipeError:            # output piped into head, say: not a failure
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("naiad: interrupted", file=sys.stderr)
         return 130

@@ -193,3 +193,19 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="how='cross'"):
         run(lambda f: f.join(f, on="word", how="cross"), [t])
     assert isinstance(FrameError("x"), ValueError)
+
+
+@pytest.mark.parametrize("files, per_epoch", [(4, None), (30, 7)])
+def test_columnar_word_count_sample_matches_counter(cluster, files, per_epoch):
+    from samples.frames_wordcount import program
+    from samples.textdata import stdlib_text_files
+    from samples.wordcount import oracle
+    chosen = stdlib_text_files(limit=files)
+    merged = {}
+    for part in cluster.execute(program(chosen, per_epoch)):
+        for e, counts in part.items():
+            for word, n in counts.items():
+                assert word not in merged.setdefault(e, {}), f"{word!r} counted twice"
+                merged[e][word] = n
+    want = oracle(chosen, per_epoch)
+    assert [Counter(merged.get(e, {})) for e in range(len(want))] == want

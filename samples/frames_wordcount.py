@@ -1,0 +1,97 @@
+"""Word count by columns: the standard library's sources as Arrow tables, split and counted by Arrow's kernels.
+
+Each process reads its share of the files as one table of lines per epoch; ``map_batches``
+splits the lines into a column of words (``utf8_split_whitespace`` + ``list_flatten``) and
+``group_by`` counts them, first on each worker, then per word after the exchange.  The result
+is checked against ``collections.Counter`` (:func:`samples.wordcount.oracle`).
+
+    python -m samples.frames_wordcount --files 200 -n 2
+
+>>> from samples.textdata import stdlib_text_files
+>>> files = stdlib_text_files(limit=3)
+>>> run_frames_word_count(files, processes=1, workers=2) == oracle(files)
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import naiad
+from linq import frames
+from naiad.testing import shard
+from samples.textdata import read_lines, stdlib_text_files
+from samples.wordcount import epochs_of, oracle
+
+__all__ = ["word_count", "program", "run_frames_word_count", "oracle", "main"]
+
+
+def _words(table: pa.Table) -> pa.Table:
+    words = pc.list_flatten(pc.utf8_split_whitespace(table["line"]))
+    return pa.table({"word": words.filter(pc.not_equal(words, ""))})   # as str.split()
+
+
+def word_count(lines: frames.FrameStream) -> frames.FrameStream:
+    """``(word, n)`` tables per epoch from tables with a ``line`` column."""
+    return lines.map_batches(_words).group_by("word", n=("word", "count"))
+
+
+def program(files: Sequence[str], per_epoch: Optional[int] = None):
+    """Process ``i`` reads every ``processes``-th file of each epoch's slice; returns
+    ``{epoch: {word: n}}`` for the words counted in this process."""
+    def run(comp: naiad.Computation) -> Dict[int, Dict[str, int]]:
+        inp = comp.new_input(name="lines")
+        got = word_count(frames.of(inp.stream)).collect()
+        comp.activate()
+        for chunk in epochs_of(files, per_epoch):
+            mine = shard(chunk, comp.process_index, comp.processes)
+            lines = [line for f in mine for line in read_lines(f)]
+            inp.on_next([pa.table({"line": pa.array(lines, pa.string())})])
+        inp.on_completed()
+        comp.join()
+        return {e: dict(zip(*pa.concat_tables(ts).select(["word", "n"]).to_pydict().values()))
+                for e, ts in got.results.items()}
+    return run
+
+
+def run_frames_word_count(files: Sequence[str], per_epoch: Optional[int] = None,
+                          processes: int = 1, workers: int = 1) -> List[Counter]:
+    """The counts per epoch, merged over the processes."""
+    merged = [Counter() for _ in epochs_of(files, per_epoch)]
+    for part in naiad.execute(program(files, per_epoch), processes=processes, workers=workers):
+        for e, counts in part.items():
+            merged[e].update(counts)
+    return merged
+
+
+def main(argv: Iterable[str] = None) -> int:
+    parser = argparse.ArgumentParser(prog="naiad sample frames_wordcount",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, help="only the first FILES modules")
+    parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
+    parser.add_argument("-n", "--processes", type=int, default=1)
+    parser.add_argument("-t", "--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    files = stdlib_text_files(limit=args.files)
+    t0 = time.perf_counter()
+    counts = run_frames_word_count(files, args.per_epoch, args.processes, args.workers)
+    took = time.perf_counter() - t0
+    ok = counts == oracle(files, args.per_epoch)
+    total = sum(sum(c.values()) for c in counts)
+    print(f"{total} words in {len(files)} files, {len(counts)} epoch(s), {args.processes} "
+          f"process(es) x {args.workers} worker(s), by columns: {took:.2f} s; "
+          f"{'equal to' if ok else 'DIFFERENT from'} collections.Counter")
+    for word, n in sum(counts, Counter()).most_common(10):
+        print(f"  {n:7d}  {word}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
