@@ -52,7 +52,8 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
         for d in reversed(created):
             _fsync_dir(d.parent)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # this user's only
+    with open(fd, "wb") as f:
         f.write(data)
         if sync:
             f.flush()

@@ -8,6 +8,7 @@ their results back atomically.  When one process fails or dies, the others are s
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import cloudpickle
 
 from naiad.checkpoint import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, VertexError
+from naiad.transport.security import resolve_secret
 
 __all__ = ["launch_local", "FileRendezvous", "write_atomic"]
 
@@ -64,7 +66,11 @@ def _child_env() -> Dict[str, str]:
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                  options: Dict[str, Any]) -> List[Any]:
     """Run ``program`` in ``processes`` new local processes; return their results in order."""
-    workdir = Path(tempfile.mkdtemp(prefix="naiad-"))
+    workdir = Path(tempfile.mkdtemp(prefix="naiad-"))      # mode 0700: this user's only
+    if resolve_secret(options.get("secret")) is None:
+        # A random secret per run, handed to the children inside the private program file
+        # (never in argv or the environment): every socket of the run is CURVE-authenticated.
+        options = dict(options, secret=secrets.token_hex(32))
     try:
         try:
             payload = cloudpickle.dumps((program, options))

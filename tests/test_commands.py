@@ -82,8 +82,22 @@ def placeholder(command: str) -> bool:
                           command.replace("NAIAD_", "")))
 
 
+def env_of(command: str) -> Dict[str, str]:
+    """The environment a command runs in: ours, the venv first on PATH, and the ``VAR=value``
+    assignments the command starts with."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    for word in shlex.split(command):
+        if not re.fullmatch(r"[A-Z_]+=\S*", word):
+            break
+        name, _, value = word.partition("=")
+        env[name] = value
+    return env
+
+
 def argv_of(command: str) -> List[str]:
     words = shlex.split(command)
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]
     if words[0] in (".venv/bin/naiad", "naiad"):
         return [str(BIN / "naiad"), *words[1:]]
     if words[0] in ("python", "python3"):
@@ -161,12 +175,11 @@ def test_processes_started_by_hand_as_documented(doc, block):
         for port in re.findall(r"127\.0\.0\.1:(\d+)", line):
             ports.setdefault(port, None)
     fresh = dict(zip(ports, map(str, free_ports(len(ports)))))
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     procs = []
     for line in lines:
         for old, new in fresh.items():
             line = line.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
-        procs.append(subprocess.Popen(argv_of(line), cwd=ROOT, env=env, text=True,
+        procs.append(subprocess.Popen(argv_of(line), cwd=ROOT, env=env_of(line), text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     try:
         outs = [p.communicate(timeout=TIMEOUT) for p in procs]

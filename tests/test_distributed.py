@@ -31,7 +31,7 @@ def expected_wordcount():
 def test_processes_started_by_hand_with_naiad_flags():
     ports = free_ports(2)
     hosts = [f"127.0.0.1:{p}" for p in ports]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NAIAD_SECRET="hand-started test secret")
     procs = [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run",
                                "tests.dist_programs:wordcount", "-p", str(i), "-n", "2",
                                "-t", "2", "-h", *hosts],
@@ -87,7 +87,8 @@ def test_processes_with_different_graphs_are_detected_at_start():
 def test_a_missing_process_is_named_after_the_connect_timeout():
     ports = free_ports(2)
     comp = naiad.Computation(process_index=0, processes=2,
-                             hosts=[f"127.0.0.1:{p}" for p in ports], connect_timeout=1.5)
+                             hosts=[f"127.0.0.1:{p}" for p in ports], connect_timeout=1.5,
+                             secret="s")
     comp.new_input().stream.collect()
     t0 = time.monotonic()
     with pytest.raises(naiad.ComputationFailed, match=rf"process\(es\) 1 \(tcp://127.0.0.1:{ports[1]}\)"):
@@ -140,6 +141,72 @@ def test_curve_rejects_a_stranger_who_does_not_know_the_secret(tmp_path):
     assert naiad.execute(program, processes=2, secret="correct horse",
                          heartbeat_timeout=30) == [[0], [1]]
     assert not Path(marker).exists()
+
+
+def test_no_socket_of_a_run_accepts_a_stranger(tmp_path, monkeypatch):
+    """execute() without a secret still authenticates every peer: a local stranger who sends
+    pickled exploits in every frame shape to every socket (control and data) runs nothing."""
+    monkeypatch.delenv("NAIAD_SECRET", raising=False)
+    marker = tmp_path / "pwned"
+    attacked = tmp_path / "attacked"
+
+    def program(comp):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        if comp.process_index == 0:
+            fabric = comp.fabric
+            targets = list(fabric.endpoints) + list(fabric.worker_endpoints.values())
+            bomb = pickle.dumps([_Exploit(str(marker))])
+            shapes = [[bomb], [b"D", bomb], [b"H", (1).to_bytes(4, "little"), bomb],
+                      [b"A", (1).to_bytes(4, "little"), bomb],
+                      [b"F", (1).to_bytes(4, "little"), bomb], [b"E", b"\x01\0\0\0", bomb]]
+            ctx = zmq.Context()
+            for endpoint in targets:
+                for kind in (zmq.PUSH, zmq.DEALER):
+                    stranger = ctx.socket(kind)
+                    stranger.linger = 0
+                    stranger.connect(endpoint)
+                    for frames in shapes:
+                        try:
+                            stranger.send_multipart(frames, zmq.NOBLOCK)
+                        except zmq.Again:
+                            pass
+                    time.sleep(0.05)
+                    stranger.close()
+            ctx.term()
+            attacked.write_text(str(len(targets)))
+        inp.on_next([comp.process_index])
+        inp.on_completed()
+        comp.join(timeout=60)
+        return sorted(got.results[0])
+
+    assert naiad.execute(program, processes=2, workers=2, heartbeat_timeout=30) == [[0], [1]]
+    assert int(attacked.read_text()) == 2 + 4       # two control sockets, four workers' sockets
+    assert not marker.exists()
+
+
+def test_processes_started_by_hand_refuse_to_start_without_a_secret(monkeypatch):
+    monkeypatch.delenv("NAIAD_SECRET", raising=False)
+    monkeypatch.delenv("NAIAD_SECRET_FILE", raising=False)
+    comp = naiad.Computation(process_index=0, processes=2,
+                             hosts=[f"127.0.0.1:{p}" for p in free_ports(2)])
+    comp.new_input().stream.collect()
+    with pytest.raises(naiad.NaiadError, match="NAIAD_SECRET"):
+        comp.activate()
+
+
+def test_a_secret_file_must_be_private(tmp_path, monkeypatch):
+    from naiad.transport.security import resolve_secret
+    path = tmp_path / "secret"
+    path.write_text("from a file\n")
+    monkeypatch.delenv("NAIAD_SECRET", raising=False)
+    monkeypatch.setenv("NAIAD_SECRET_FILE", str(path))
+    path.chmod(0o644)
+    with pytest.raises(PermissionError, match="chmod 600"):
+        resolve_secret(None)
+    path.chmod(0o600)
+    assert resolve_secret(None) == b"from a file"
 
 
 def test_unpicklable_records_crossing_processes_get_a_clear_error():

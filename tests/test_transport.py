@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from naiad.errors import ComputationFailed
+from naiad.errors import ComputationFailed, NaiadError
 from naiad.progress.timestamp import Timestamp
 from naiad.transport.inproc import DATA, PROGRESS, LocalFabric
 from naiad.transport.zmq_fabric import ZmqFabric
@@ -73,7 +73,7 @@ def _rendezvous(processes: int):
     return make
 
 
-def zmq_fabrics(processes: int, workers: int, secret=None) -> List[ZmqFabric]:
+def zmq_fabrics(processes: int, workers: int, secret="transport test") -> List[ZmqFabric]:
     """``processes`` ZeroMQ fabrics in this process, connected over loopback TCP."""
     make = _rendezvous(processes)
     fabrics: List[Optional[ZmqFabric]] = [None] * processes
@@ -193,7 +193,7 @@ def test_inproc_channels_are_fifo_without_loss(count, size):
 
 # ---- the ZeroMQ fabric -----------------------------------------------------------------------------
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("secret", [None, "transport test secret"])
+@pytest.mark.parametrize("secret", ["transport test secret", "another secret"])
 @pytest.mark.parametrize("count, size", [(3000, 3), (4, 250_000)])
 def test_zmq_channels_are_fifo_without_loss_or_duplication(secret, count, size):
     """Two processes of two workers: every worker sends to every other worker (local and
@@ -267,7 +267,16 @@ def test_zmq_fabric_names_a_missing_peer():
     def rendezvous(me):
         return [me, "tcp://127.0.0.1:9"]     # nobody listens there
 
-    host = _Host(0, 2, 1, rendezvous)
+    host = _Host(0, 2, 1, rendezvous, secret="s")
     host.options["connect_timeout"] = 1.0
     with pytest.raises(ComputationFailed, match=r"waited 1 s for process\(es\) 1"):
+        ZmqFabric(host)
+
+
+def test_zmq_fabric_refuses_to_listen_without_a_secret(monkeypatch):
+    monkeypatch.delenv("NAIAD_SECRET", raising=False)
+    monkeypatch.delenv("NAIAD_SECRET_FILE", raising=False)
+    host = _Host(0, 2, 1, lambda me: [me, me])
+    with pytest.raises(NaiadError, match="on loopback, where any local user could connect.*"
+                                         "NAIAD_SECRET"):
         ZmqFabric(host)

@@ -1,9 +1,13 @@
-"""CURVE keys derived from a shared secret, and the rule for when a computation must use them.
+"""CURVE keys derived from a shared secret: every process of a computation authenticates every peer.
 
-Every process derives the same server and client key pairs from the secret, so processes on
-different hosts authenticate each other without exchanging key files; a peer that does not know
-the secret cannot complete the CURVE handshake, and the ZAP handler admits only the client key
-derived from it.
+Every multi-process computation uses CURVE on every socket, control and data alike: ``execute``
+makes a random secret per run and hands it to its children privately, Spark's ``execute`` does
+the same per call, and processes started by hand must be given one (``secret=``,
+``NAIAD_SECRET``, or ``NAIAD_SECRET_FILE`` naming a file readable only by its owner).  Every
+process derives the same server and client key pairs from the secret with scrypt (a slow key
+derivation, so a passphrase cannot be guessed quickly from a captured handshake); a peer that
+does not know the secret cannot complete the CURVE handshake, the ZAP handler admits only the
+client key derived from it, and nothing is read, let alone unpickled, from a socket before that.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ from typing import Iterable, Optional, Tuple
 import zmq
 from zmq.utils import z85
 
-__all__ = ["CurveKeys", "needs_authentication", "resolve_secret", "is_loopback"]
+__all__ = ["CurveKeys", "needs_authentication", "resolve_secret", "read_secret_file",
+           "is_loopback", "SECRET_HELP"]
 
 
-def _keypair(secret: bytes, role: bytes) -> Tuple[bytes, bytes]:
-    seed = hashlib.sha256(b"naiad-curve-v1\0" + role + b"\0" + secret).digest()
+_SALT = b"naiad-curve-v2"
+
+
+def _keypair(master: bytes, role: bytes) -> Tuple[bytes, bytes]:
+    seed = hashlib.sha256(_SALT + b"\0" + role + b"\0" + master).digest()
     secret_key = z85.encode(seed)
     return zmq.curve_public(secret_key), secret_key
 
@@ -32,8 +40,9 @@ class CurveKeys:
     def __init__(self, secret: bytes):
         if not secret:
             raise ValueError("the CURVE secret must not be empty")
-        self.server_public, self.server_secret = _keypair(secret, b"server")
-        self.client_public, self.client_secret = _keypair(secret, b"client")
+        master = hashlib.scrypt(secret, salt=_SALT, n=2 ** 14, r=8, p=1, dklen=32)
+        self.server_public, self.server_secret = _keypair(master, b"server")
+        self.client_public, self.client_secret = _keypair(master, b"client")
 
     def serve(self, sock: zmq.Socket) -> None:
         """Make a bound socket a CURVE server."""
@@ -70,9 +79,30 @@ def needs_authentication(hosts: Iterable[str]) -> bool:
     return any(not is_loopback(h.rsplit(":", 1)[0].strip("[]")) for h in hosts)
 
 
+SECRET_HELP = ("every process of a multi-process computation must be given the same secret, "
+               "from which they derive ZeroMQ CURVE keys so that no one else can connect and "
+               "send data: set NAIAD_SECRET (for example NAIAD_SECRET=$(python -c 'import "
+               "secrets; print(secrets.token_hex(32))')), or NAIAD_SECRET_FILE to a file only "
+               "you can read, or pass secret=... (naiad.execute makes one itself)")
+
+
 def resolve_secret(option: Optional[object]) -> Optional[bytes]:
-    """The shared secret from the ``secret`` option or the ``NAIAD_SECRET`` environment variable."""
+    """The shared secret: the ``secret`` option, else ``NAIAD_SECRET``, else the contents of
+    the file ``NAIAD_SECRET_FILE`` names (refused when others may read it)."""
     value = option if option is not None else os.environ.get("NAIAD_SECRET")
+    if (value is None or value == "") and os.environ.get("NAIAD_SECRET_FILE"):
+        value = read_secret_file(os.environ["NAIAD_SECRET_FILE"])
     if value is None or value == "":
         return None
     return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def read_secret_file(path: str) -> bytes:
+    """The secret in ``path``, which must belong to this user and be closed to others."""
+    st = os.stat(path)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        msg = (f"secret file {path} must belong to you and be readable by you only "
+               f"(chmod 600 {path}); its mode is {oct(st.st_mode & 0o777)}")
+        raise PermissionError(msg)
+    with open(path, "rb") as f:
+        return f.read().strip()

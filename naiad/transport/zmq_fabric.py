@@ -24,7 +24,8 @@ import zmq
 
 from naiad.errors import ComputationFailed, NaiadError, VertexError
 from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
-from naiad.transport.security import CurveKeys, needs_authentication, resolve_secret
+from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
+                                      resolve_secret)
 
 __all__ = ["ZmqFabric"]
 
@@ -98,10 +99,12 @@ class ZmqFabric(LocalFabric):
             self.auth = ThreadAuthenticator(self.ctx)
             self.auth.start()
             self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
-        elif needs_authentication(listen_hosts):
-            msg = ("this computation listens beyond loopback, where anyone could connect and "
-                   "send pickled data: give every process the same secret (secret=... or the "
-                   "NAIAD_SECRET environment variable) to authenticate with ZeroMQ CURVE")
+        else:
+            where = ("beyond loopback, where anyone could connect" if
+                     needs_authentication(listen_hosts) else
+                     "on loopback, where any local user could connect")
+            msg = f"process {comp.process_index} has no secret and would listen {where}: " \
+                  + SECRET_HELP
             raise NaiadError(msg)
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.linger = 0
