@@ -55,12 +55,18 @@ class FileRendezvous:
 
 
 def _child_env() -> Dict[str, str]:
+    """The children import exactly what this process can: its sys.path, in order (an entry ''
+    is this process's working directory, resolved now), and nothing else: they start with -P,
+    so the launcher's working directory is not put first (a stray cloudpickle.py there would
+    otherwise be imported by every child)."""
     env = dict(os.environ)
-    paths = [p for p in sys.path if p]
-    if os.getcwd() not in paths:
-        paths.insert(0, os.getcwd())
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    paths = [os.path.abspath(p or os.getcwd()) for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
+
+
+def _python() -> List[str]:
+    return [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
 
 
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
@@ -82,7 +88,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         write_atomic(workdir / "program.pkl", payload)
         procs = []
         for i in range(processes):
-            cmd = [sys.executable, "-m", "naiad._child", str(workdir), str(i), str(processes),
+            cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
                    str(workers), str(os.getpid())]
             procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL))
         return _supervise(procs, workdir)

@@ -226,3 +226,19 @@ class _MakeLock(naiad.Vertex):
 class _Pass(naiad.Vertex):
     def on_recv(self, edge, message, time):
         self.send_by(0, message[0], time)
+
+
+def test_children_do_not_import_from_the_launchers_working_directory(tmp_path, monkeypatch):
+    """A module in the directory execute() is called from does not shadow an installed one in
+    the child processes (they get this process's sys.path, and start with -P)."""
+    marker = tmp_path / "shadowed"
+    (tmp_path / "cloudpickle.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise ImportError('shadowed')\n")
+    monkeypatch.chdir(tmp_path)
+
+    def program(comp):
+        import cloudpickle
+        return cloudpickle.__name__
+
+    assert naiad.execute(program, processes=2) == ["cloudpickle", "cloudpickle"]
+    assert not marker.exists()

@@ -9,6 +9,7 @@ into an error that says what to install.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -72,19 +73,22 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 """
 
 
+_LOG_DIR: list = []
+
+
 def _quiet_log_config() -> str:
-    """A log4j2 configuration that logs errors only (Spark's start-up chatter is warnings)."""
-    path = os.path.join(tempfile.gettempdir(), f"naiad-spark-log4j2-{os.getuid()}.properties")
-    try:
-        with open(path) as f:
-            if f.read() == _LOG4J:
-                return path
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(_LOG4J)
-    os.replace(tmp, path)
+    """A log4j2 configuration that logs errors only (Spark's start-up chatter is warnings),
+    in a private temporary directory of this process (0700, removed at exit): a shared,
+    predictable path could be replaced by another user to change what the JVM loads."""
+    if not _LOG_DIR:
+        directory = tempfile.mkdtemp(prefix="naiad-spark-")
+        atexit.register(shutil.rmtree, directory, True)
+        _LOG_DIR.append(directory)
+    path = os.path.join(_LOG_DIR[0], "log4j2.properties")
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w") as f:
+            f.write(_LOG4J)
     return path
 
 
