@@ -49,7 +49,7 @@ class Input:
         if epoch < self.base_epoch:
             self.epoch += 1          # covered by the checkpoint we resumed from
             return
-        recs = records if type(records) is list else list(records)
+        recs = records if type(records) is list else self._as_list(records)
         store = comp.store
         if store is not None:
             comp._before_epoch(epoch)
@@ -69,6 +69,20 @@ class Input:
         size = -(-len(recs) // n) if recs else 0
         for i in range(n):
             post(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+
+    def _as_list(self, records: Any) -> list:
+        if isinstance(records, (str, bytes, bytearray, dict)):
+            msg = (f"input {self.name!r}: on_next takes an iterable of records (a list); got a "
+                   f"{type(records).__name__}, whose {'keys' if isinstance(records, dict) else 'items'}"
+                   " would each become a record; wrap one record in a list: on_next([record])")
+            raise TypeError(msg)
+        try:
+            return list(records)
+        except TypeError:
+            msg = (f"input {self.name!r}: on_next takes an iterable of records (a list); got "
+                   f"{type(records).__name__} {records!r:.80}; wrap one record in a list: "
+                   "on_next([record])")
+            raise TypeError(msg) from None
 
     def on_completed(self) -> None:
         """No more epochs from this input."""

@@ -69,6 +69,8 @@ class Vertex:
     def send_by(self, edge: int, message: Any, time: Timestamp) -> None:
         """Send one record on output port ``edge`` at ``time`` (buffered until the callback ends)."""
         try:
+            if edge < 0:
+                raise IndexError(edge)
             buf = self._out[edge]
         except (IndexError, TypeError, AttributeError):
             self._bad_port(edge)
@@ -81,6 +83,8 @@ class Vertex:
     def send_batch_by(self, edge: int, messages: Iterable[Any], time: Timestamp) -> None:
         """Send many records on output port ``edge`` at ``time``."""
         try:
+            if edge < 0:
+                raise IndexError(edge)
             buf = self._out[edge]
         except (IndexError, TypeError, AttributeError):
             self._bad_port(edge)

@@ -180,6 +180,43 @@ def test_send_outside_a_callback_and_on_a_missing_port():
     assert isinstance(info.value.__cause__, ValueError)
 
 
+@pytest.mark.parametrize("port", [-1, -2, "0", 1.0])
+def test_a_negative_or_non_integer_port_is_refused(port):
+    """send_by(-1, ...) used to send on the last port (Python's negative index)."""
+    class BadPort(naiad.Vertex):
+        def on_recv(self, edge, message, time):
+            self.send_by(port, message, time)
+
+    class BadBatchPort(naiad.Vertex):
+        def on_recv_batch(self, edge, messages, time):
+            self.send_batch_by(port, messages, time)
+
+    for factory in (BadPort, BadBatchPort):
+        with pytest.raises(naiad.VertexError, match=rf"no output port {port!r}; the stage has 1"):
+            naiad.testing.run_unary(factory, [[1]])
+
+
+@pytest.mark.parametrize("records, says", [
+    ("abc", "got a str, whose items would each become a record"),
+    (b"ab", "got a bytes"),
+    ({"a": 1}, "got a dict, whose keys"),
+    (5, "got int 5"),
+    (None, "got NoneType None"),
+])
+def test_on_next_refuses_what_is_not_a_collection_of_records(records, says):
+    comp = naiad.Computation()
+    inp = comp.new_input(name="lines")
+    inp.stream.collect()
+    comp.activate()
+    try:
+        with pytest.raises(TypeError, match=rf"input 'lines': on_next takes an iterable.*{says}"):
+            inp.on_next(records)
+        inp.on_next(["fine"])
+        inp.on_completed()
+    finally:
+        comp.join(timeout=30)
+
+
 def test_a_partition_function_that_raises():
     with pytest.raises(naiad.VertexError, match="partition_by") as info:
         naiad.testing.run_unary(FailsInRecv, [[1, 2, 3]], partition_by=lambda r: 1 / 0,
