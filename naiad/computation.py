@@ -7,6 +7,7 @@ import threading
 import time as _time
 from typing import Any, Dict, List, Optional, Sequence
 
+from naiad import partition
 from naiad.errors import NaiadError
 from naiad.graph import INPUT, LogicalGraph
 from naiad.worker import Worker
@@ -320,6 +321,7 @@ class Computation:
     def _close(self) -> None:
         for t in self._threads:
             t.join(timeout=5.0)
+        partition.release_caches()      # the keys of this run need not outlive it
         if self.fabric is not None:
             self.fabric.close()
 

@@ -14,6 +14,9 @@ True
 
 from __future__ import annotations
 
+import decimal
+import numbers
+import operator
 import pickle
 import struct
 from itertools import compress, repeat
@@ -21,7 +24,7 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-__all__ = ["key_hash", "partition", "Exchange", "Pipeline"]
+__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -72,6 +75,14 @@ def key_hash(key: Hashable) -> int:
         for item in key:
             h ^= key_hash(item)
         return _mix(h)
+    number = _as_builtin_number(key)
+    if number is not None:
+        return key_hash(number)
+    if isinstance(key, (set, dict)):
+        msg = (f"partition key {key!r:.80} is a {t.__name__}, whose order (and so its hash) is "
+               "not the same in every process; return a tuple, frozenset, str, bytes or "
+               "number from partition_by")
+        raise TypeError(msg)
     try:
         data = pickle.dumps(key, protocol=4)
     except Exception as exc:  # noqa: BLE001 - re-raised with advice
@@ -81,9 +92,38 @@ def key_hash(key: Hashable) -> int:
     return _mix(crc32(data) ^ (len(data) << 32))
 
 
+def _as_builtin_number(key: Any) -> Any:
+    """The int or float equal to a numeric key of another type (numpy scalars, Decimal,
+    Fraction, float subclasses), so that keys equal in Python hash equal everywhere; None when
+    ``key`` is not such a number."""
+    if hasattr(key, "__index__"):                       # numpy and other integer types
+        try:
+            return operator.index(key)
+        except TypeError:
+            return None
+    if isinstance(key, numbers.Real) or isinstance(key, decimal.Decimal):
+        try:
+            as_float = float(key)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if as_float.is_integer() and key == int(as_float):
+            return int(as_float)
+        if key == as_float or as_float != as_float:
+            return as_float
+        if isinstance(key, decimal.Decimal) and key == key.to_integral_value():
+            return int(key)
+    return None
+
+
+def release_caches() -> None:
+    """Forget the destination caches (called when a computation ends)."""
+    _caches.clear()
+
+
 # Destination caches, one per number of parts: real keys repeat (words, node ids), so the hash
-# is computed once per distinct key.  Bounded; cleared when full.  Equal keys (1, 1.0, True)
-# share an entry, which is right since key_hash gives them the same value.
+# is computed once per distinct key.  Bounded; cleared when full and when a computation ends.
+# Keys equal in Python (1, 1.0, True, numpy.int64(1), Decimal(1)) share an entry, which is right
+# because key_hash gives equal keys the same value, whatever their type.
 _CACHE_LIMIT = 1 << 20
 _caches: Dict[int, Dict[Any, int]] = {}
 

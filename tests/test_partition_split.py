@@ -31,10 +31,12 @@ def test_split_matches_key_hash(parts, seed):
     assert again == want
 
 
-def test_unhashable_keys_fall_back():
+def test_unhashable_keys_fall_back_and_unordered_ones_are_refused():
     records = [[i % 3, i] for i in range(30)]
     out = partition(records, lambda r: [r[0]], 2)
     assert out == [[r for r in records if key_hash([r[0]]) % 2 == d] for d in range(2)]
+    with pytest.raises(TypeError, match="is a set, whose order"):
+        partition(records, lambda r: {r[0]}, 2)
 
 
 class Where(naiad.Vertex):
