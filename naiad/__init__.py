@@ -16,6 +16,7 @@ from naiad.graph import Stream
 from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
+from naiad.checkpoint import CheckpointInUse
 
 __all__ = [
     "Timestamp",
@@ -33,6 +34,7 @@ __all__ = [
     "TimeViolation",
     "ProgressViolation",
     "ComputationFailed",
+    "CheckpointInUse",
 ]
 
 __version__ = "0.1.0"

@@ -18,11 +18,13 @@ fsync (they survive a killed process) and fsynced at every checkpoint.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import pickle
 import shutil
+import socket
 import struct
 import threading
 import warnings
@@ -33,7 +35,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
-__all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning"]
+from naiad.errors import NaiadError
+
+__all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
+           "CheckpointInUse"]
 
 
 class CheckpointWarning(UserWarning):
@@ -206,7 +211,7 @@ class EpochLog:
                 seq = int(segs[-1].stem) + 1 if segs else 0
                 self.dir.mkdir(parents=True, exist_ok=True)
                 self._path = self.dir / f"{seq:09d}.log"
-                self._file = open(self._path, "ab", buffering=0)
+                self._file = _open_private(self._path)
                 self._end = self._file.tell()
             offset = self._end
             crc = _crc32(payload)
@@ -282,6 +287,46 @@ class EpochLog:
 
 
 
+class CheckpointInUse(NaiadError):
+    """Another run holds the checkpoint directory."""
+
+
+def _open_private(path: Path, buffering: int = 0):
+    """``path`` opened for appending, created readable and writable by this user only."""
+    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab",
+                buffering=buffering)
+
+
+def _check_private(root: Path) -> None:
+    """Checkpoints are unpickled on recovery: refuse a directory someone else could write."""
+    st = root.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        msg = (f"checkpoint directory {root} belongs to uid {st.st_uid} with mode "
+               f"{oct(st.st_mode & 0o777)}; recovery unpickles what it holds, so it must belong "
+               f"to you and be writable by you only (chmod 700 {root}) or use another directory")
+        raise PermissionError(msg)
+
+
+def _lock(root: Path, process: int) -> int:
+    """An exclusive lock on the directory for process ``process`` of one run, held until
+    :meth:`CheckpointStore.close` (or the process's death): two runs sharing a directory would
+    mix their data, so the second one fails at once, naming the holder."""
+    path = root / f".lock-{process}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        msg = (f"checkpoint directory {root} is in use by {holder} (process {process} of "
+               "another run); two runs must not share a checkpoint directory: wait for it to "
+               "end or give this run another checkpoint_dir")
+        raise CheckpointInUse(msg) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+    return fd
+
+
 class CheckpointStore:
     """One process's view of the checkpoint directory."""
 
@@ -291,7 +336,9 @@ class CheckpointStore:
         self.process = process
         self.processes = processes
         self.keep = max(1, int(keep))
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_private(self.root)
+        self._lock_fd: Optional[int] = _lock(self.root, process)
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
         self._marks: Dict[str, Any] = {}
@@ -406,13 +453,11 @@ class CheckpointStore:
             self._warn(mpath, "fails its checksum")
             return None
         if manifest.get("fingerprint") != fingerprint:
-            from naiad.errors import NaiadError
             msg = (f"checkpoint directory {self.root} holds checkpoints of a different dataflow "
                    f"(fingerprint {manifest.get('fingerprint')} != {fingerprint}); use a fresh "
                    "directory for a different program")
             raise NaiadError(msg)
         if manifest.get("processes") != self.processes:
-            from naiad.errors import NaiadError
             msg = (f"checkpoint {base} was taken with {manifest.get('processes')} processes; "
                    f"this run has {self.processes}")
             raise NaiadError(msg)
@@ -503,7 +548,7 @@ class CheckpointStore:
             if handle is not None:
                 handle[0].close()
             write_atomic(path, f"{count}\n".encode(), sync=False)
-            self._marks[name] = [open(path, "ab"), 0]
+            self._marks[name] = [_open_private(path, buffering=-1), 0]
             return
         handle[0].write(f"{count}\n".encode())
         handle[0].flush()
@@ -531,3 +576,6 @@ class CheckpointStore:
         for handle in self._marks.values():
             handle[0].close()
         self._marks.clear()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)           # releases the lock
+            self._lock_fd = None

@@ -324,6 +324,8 @@ class Computation:
         partition.release_caches()      # the keys of this run need not outlive it
         if self.fabric is not None:
             self.fabric.close()
+        if self.store is not None:
+            self.store.close()          # files, and the lock on the checkpoint directory
 
     # ---- failure handling --------------------------------------------------------------------
     def _worker_failed(self, worker: Worker, exc: BaseException) -> None:

@@ -6,15 +6,24 @@ import logging
 import time
 from typing import Any, Callable, Dict, List
 
-from naiad.errors import NaiadError
+from naiad.checkpoint import CheckpointInUse
+from naiad.errors import GraphError, NaiadError
 
-__all__ = ["execute_with_recovery", "RecoveryFailed"]
+__all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
 
 log = logging.getLogger("naiad.recovery")
 
 
 class RecoveryFailed(NaiadError):
     """The computation kept failing after the allowed number of restarts."""
+
+
+def permanent(exc: BaseException) -> bool:
+    """A failure that a restart cannot cure: the program's own graph building or arguments
+    (GraphError, or a bare TypeError or ValueError: failures inside vertices arrive wrapped in
+    a VertexError), a checkpoint directory that is not private, or one another run holds."""
+    return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse))
+            or type(exc) in (TypeError, ValueError))
 
 
 def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, workers: int,
@@ -33,6 +42,8 @@ def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, work
                 return [run_program(program, comp)]
             return launch_local(program, processes=processes, workers=workers, options=options)
         except Exception as exc:  # noqa: BLE001 - every failure is a reason to roll back
+            if permanent(exc):
+                raise
             if attempt >= restarts:
                 if restarts == 0:
                     raise

@@ -22,6 +22,7 @@ EXPORTS = {
         "Exchange", "Pipeline", "key_hash",
         "NaiadError", "GraphError", "VertexError", "TimeViolation", "ProgressViolation",
         "ComputationFailed",
+        "CheckpointInUse",
     },
     stages: {
         "unary", "binary", "sink", "new_stage", "Stage", "LoopContext", "Feedback",
@@ -68,5 +69,6 @@ def test_exceptions_form_a_small_vocabulary():
     for name in ("GraphError", "VertexError", "TimeViolation", "ProgressViolation",
                  "ComputationFailed"):
         assert issubclass(getattr(naiad, name), Exception)
-    for name in ("VertexError", "TimeViolation", "ProgressViolation", "ComputationFailed"):
+    for name in ("VertexError", "TimeViolation", "ProgressViolation", "ComputationFailed",
+                 "CheckpointInUse"):
         assert issubclass(getattr(naiad, name), naiad.NaiadError)
