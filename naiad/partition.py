@@ -162,14 +162,18 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
 
 def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
     """Destinations of the keys missing from the cache, hashed one at a time."""
+    get = cache.get
     for i, d in enumerate(dests):
         if d is None:
             k = keys[i]
-            if type(k) is str:
-                d = crc32(k.encode("utf-8", "surrogatepass")) % parts
-            else:
-                d = key_hash(k) % parts
-            dests[i] = cache[k] = d
+            d = get(k)              # a key repeated within this batch is hashed once
+            if d is None:
+                if type(k) is str:
+                    d = crc32(k.encode("utf-8", "surrogatepass")) % parts
+                else:
+                    d = key_hash(k) % parts
+                cache[k] = d
+            dests[i] = d
 
 
 def _partition_slowly(records: Sequence[Any], key: Callable, parts: int) -> List[list]:
