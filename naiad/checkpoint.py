@@ -25,59 +25,20 @@ import os
 import pickle
 import shutil
 import socket
-import struct
 import threading
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
+from naiad.epochlog import CheckpointWarning, EpochLog
 from naiad.errors import NaiadError
+from naiad.files import open_private, write_atomic
 
 __all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
            "CheckpointInUse"]
-
-
-class CheckpointWarning(UserWarning):
-    """A checkpoint was found damaged or incomplete and is not used."""
-
-
-def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename, so a reader sees the old
-    content or the new, never a mix.  With ``sync`` the file and its directory are fsynced too
-    (durable across a machine crash); without, the data is in the kernel once this returns, which
-    survives the death of the process but maybe not a power cut.  Directories it creates are
-    made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
-    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if sync:
-        for d in reversed(created):
-            _fsync_dir(d.parent)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # this user's only
-    with open(fd, "wb") as f:
-        f.write(data)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if sync:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the entries of ``directory`` durable (where the platform can fsync a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:  # pragma: no cover - directories cannot be fsynced everywhere
-        pass
 
 
 def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
@@ -135,166 +96,13 @@ class Restored:
         return counts
 
 
-_RECORD = struct.Struct("<qII")   # epoch, payload length, crc32 of the payload
-
-
 def _remove_all(paths: List[Path]) -> None:
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _crc32(data: bytes) -> int:
-    """zlib.crc32 in pieces small enough that it keeps the GIL (it releases it above 5 KB)."""
-    crc = 0
-    view = memoryview(data)
-    for i in range(0, len(view), 4096):
-        crc = zlib.crc32(view[i:i + 4096], crc)
-    return crc
-
-
-class EpochLog:
-    """An append-only log of ``(epoch, records)`` in segment files ``<seq>.log``.
-
-    Appending costs one buffered write (no file is created per epoch, nothing is fsynced), so
-    the log survives the death of the process but not necessarily a power cut; :meth:`seal`
-    fsyncs and closes the open segment (called at every checkpoint, so that everything logged
-    before a checkpoint is on disk with it) and the next append opens a new one.  Segments are
-    numbered in write order, and an epoch logged again later (recomputed output) replaces the
-    earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
-    fails its CRC is reported by :meth:`read` as ``None`` with a warning.
-    """
-
-    def __init__(self, directory: Path):
-        self.dir = directory
-        self._lock = threading.Lock()
-        self._index: Optional[Dict[int, Tuple[Path, int, int, int]]] = None
-        self._ranges: Dict[Path, Tuple[int, int]] = {}
-        self._file = None
-        self._end = 0
-        self._path: Optional[Path] = None
-
-    def _segments(self) -> List[Path]:
-        if not self.dir.exists():
-            return []
-        return sorted(self.dir.glob("*.log"), key=lambda f: (len(f.stem), f.stem))
-
-    def _load(self) -> Dict[int, Tuple[Path, int, int, int]]:
-        if self._index is None:
-            index: Dict[int, Tuple[Path, int, int, int]] = {}
-            for seg in self._segments():
-                self._scan(seg, index)
-            self._index = index
-        return self._index
-
-    def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, int]]) -> int:
-        """Index the complete records of ``path``; returns the length of its intact prefix."""
-        size = path.stat().st_size
-        offset = 0
-        with open(path, "rb") as f:
-            while offset + _RECORD.size <= size:
-                f.seek(offset)
-                epoch, length, crc = _RECORD.unpack(f.read(_RECORD.size))
-                end = offset + _RECORD.size + length
-                if end > size:
-                    break
-                index[epoch] = (path, offset + _RECORD.size, length, crc)
-                low, high = self._ranges.get(path, (epoch, epoch))
-                self._ranges[path] = (min(low, epoch), max(high, epoch))
-                offset = end
-        return offset
-
-    def append(self, epoch: int, payload: bytes) -> None:
-        with self._lock:
-            index = self._load()
-            if self._file is None:
-                segs = self._segments()
-                seq = int(segs[-1].stem) + 1 if segs else 0
-                self.dir.mkdir(parents=True, exist_ok=True)
-                self._path = self.dir / f"{seq:09d}.log"
-                self._file = _open_private(self._path)
-                self._end = self._file.tell()
-            offset = self._end
-            crc = _crc32(payload)
-            record = _RECORD.pack(epoch, len(payload), crc) + payload
-            # One system call: each one lets a busy worker thread take the GIL, and getting it
-            # back can take a switch interval (5 ms), which would slow the feeding of inputs.
-            written = self._file.write(record)
-            while written < len(record):       # pragma: no cover - short writes are rare
-                written += self._file.write(record[written:])
-            self._end = offset + len(record)
-            index[epoch] = (self._path, offset + _RECORD.size, len(payload), crc)
-            low, high = self._ranges.get(self._path, (epoch, epoch))
-            self._ranges[self._path] = (min(low, epoch), max(high, epoch))
-
-    def read(self, epoch: int) -> Tuple[bool, Any]:
-        """``(True, records)`` if ``epoch`` is logged intact, else ``(False, None)``."""
-        with self._lock:
-            entry = self._load().get(epoch)
-        if entry is None:
-            return False, None
-        path, offset, length, crc = entry
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                payload = f.read(length)
-            if len(payload) != length or _crc32(payload) != crc:
-                msg = "fails its checksum"
-                raise ValueError(msg)
-            return True, pickle.loads(payload)
-        except Exception as exc:  # noqa: BLE001 - a damaged entry is not used
-            warnings.warn(f"log {path} is damaged at epoch {epoch} ({exc}); it is not used",
-                          CheckpointWarning, stacklevel=3)
-            return False, None
-
-    def items(self) -> Dict[int, Any]:
-        """Every intact entry, the latest for each epoch."""
-        with self._lock:
-            epochs = sorted(self._load())
-        out = {}
-        for epoch in epochs:
-            ok, value = self.read(epoch)
-            if ok:
-                out[epoch] = value
-        return out
-
-    def seal(self) -> None:
-        """Make what was appended durable and start a new segment at the next append."""
-        with self._lock:
-            if self._file is not None:
-                os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
-
-    def prune(self, below: int) -> None:
-        """Delete the segments (other than the open one) whose epochs are all below ``below``."""
-        with self._lock:
-            index = self._load()
-            for seg, (_, high) in list(self._ranges.items()):
-                if high < below and seg != self._path:
-                    try:
-                        seg.unlink()
-                    except OSError:
-                        continue
-                    del self._ranges[seg]
-                    for e in [e for e, entry in index.items() if entry[0] == seg]:
-                        del index[e]
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-
-
 class CheckpointInUse(NaiadError):
     """Another run holds the checkpoint directory."""
-
-
-def _open_private(path: Path, buffering: int = 0):
-    """``path`` opened for appending, created readable and writable by this user only."""
-    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab",
-                buffering=buffering)
 
 
 def _check_private(root: Path) -> None:
@@ -548,7 +356,7 @@ class CheckpointStore:
             if handle is not None:
                 handle[0].close()
             write_atomic(path, f"{count}\n".encode(), sync=False)
-            self._marks[name] = [_open_private(path, buffering=-1), 0]
+            self._marks[name] = [open_private(path, buffering=-1), 0]
             return
         handle[0].write(f"{count}\n".encode())
         handle[0].flush()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import cloudpickle
 
-from naiad.checkpoint import write_atomic
+from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, VertexError
 from naiad.transport.security import resolve_secret
 

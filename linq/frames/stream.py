@@ -18,7 +18,7 @@ combines each worker's tables locally before anything crosses the network.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import stages
 from naiad.graph import Stream
 from naiad.partition import key_hash
-from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
+from linq.frames.vertices import Accumulate, FrameError, MapTables, Split
 
 __all__ = ["FrameStream", "of", "AGGREGATIONS"]
 

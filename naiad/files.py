@@ -1,0 +1,57 @@
+"""Files that survive crashes and stay private: atomic, durable writes and owner-only appends.
+
+>>> import tempfile, pathlib, stat
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "sub" / "state.bin"
+>>> write_atomic(path, b"v1")
+>>> path.read_bytes(), oct(stat.S_IMODE(path.stat().st_mode))
+(b'v1', '0o600')
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["write_atomic", "open_private"]
+
+
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename, so a reader sees the old
+    content or the new, never a mix.  With ``sync`` the file and its directory are fsynced too
+    (durable across a machine crash); without, the data is in the kernel once this returns, which
+    survives the death of the process but maybe not a power cut.  Directories it creates are
+    made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
+    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if sync:
+        for d in reversed(created):
+            _fsync_dir(d.parent)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # this user's only
+    with open(fd, "wb") as f:
+        f.write(data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if sync:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` durable (where the platform can fsync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:  # pragma: no cover - directories cannot be fsynced everywhere
+        pass
+
+
+
+def open_private(path: Path, buffering: int = 0):
+    """``path`` opened for appending, created readable and writable by this user only."""
+    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab",
+                buffering=buffering)
