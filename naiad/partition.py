@@ -24,7 +24,7 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches"]
+__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches", "route_keys"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -113,6 +113,25 @@ def _as_builtin_number(key: Any) -> Any:
         if isinstance(key, decimal.Decimal) and key == key.to_integral_value():
             return int(key)
     return None
+
+
+def route_keys(workers: int) -> List[int]:
+    """For each worker ``w``, an int key that an exchange sends to ``w``
+    (``key_hash(key) % workers == w``): how a vertex addresses a message to one worker.
+
+    >>> keys = route_keys(4)
+    >>> [key_hash(k) % 4 for k in keys]
+    [0, 1, 2, 3]
+    """
+    keys: List[Optional[int]] = [None] * workers
+    k, missing = 0, workers
+    while missing:
+        w = key_hash(k) % workers
+        if keys[w] is None:
+            keys[w] = k
+            missing -= 1
+        k += 1
+    return keys  # type: ignore[return-value]
 
 
 def release_caches() -> None:

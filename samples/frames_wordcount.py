@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -28,7 +27,7 @@ import naiad
 from linq import frames
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples.wordcount import epochs_of, oracle
+from samples.wordcount import epochs_of, oracle, timed_report
 
 __all__ = ["word_count", "program", "run_frames_word_count", "oracle", "main"]
 
@@ -80,18 +79,7 @@ def main(argv: Iterable[str] = None) -> int:
     parser.add_argument("-t", "--workers", type=int, default=1)
     args = parser.parse_args(argv)
     files = stdlib_text_files(limit=args.files)
-    t0 = time.perf_counter()
-    counts = run_frames_word_count(files, args.per_epoch, args.processes, args.workers)
-    took = time.perf_counter() - t0
-    ok = counts == oracle(files, args.per_epoch)
-    total = sum(sum(c.values()) for c in counts)
-    print(f"{total} words in {len(files)} files, {len(counts)} epoch(s), {args.processes} "
-          f"process(es) x {args.workers} worker(s), by columns: {took:.2f} s; "
-          f"{'equal to' if ok else 'DIFFERENT from'} collections.Counter")
-    for word, n in sum(counts, Counter()).most_common(10):
-        print(f"  {n:7d}  {word}")
-    return 0 if ok else 1
-
+    return timed_report(run_frames_word_count, files, args, how=", by columns")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,7 +45,7 @@ import numpy as np
 
 import naiad
 import stages
-from naiad.partition import key_hash
+from naiad.partition import key_hash, route_keys
 
 __all__ = ["DAMPING", "PageRankVertex", "pagerank", "PageRankProgram", "ProgressLine",
            "write_edges_csv", "main"]
@@ -53,20 +53,6 @@ __all__ = ["DAMPING", "PageRankVertex", "pagerank", "PageRankProgram", "Progress
 DAMPING = 0.85
 SETUP = 3
 """Loop iterations spent before the first PageRank step: edges, destinations, node count."""
-
-
-def route_keys(workers: int) -> List[int]:
-    """For each worker ``w``, an int key that ``partition_by`` sends to ``w``
-    (``key_hash(key) % workers == w``): how a vertex addresses a message to one worker."""
-    keys: List[Optional[int]] = [None] * workers
-    k, missing = 0, workers
-    while missing:
-        w = key_hash(k) % workers
-        if keys[w] is None:
-            keys[w] = k
-            missing -= 1
-        k += 1
-    return keys  # type: ignore[return-value]
 
 
 def _route(message: tuple) -> int:

@@ -19,7 +19,7 @@ import argparse
 import sys
 import time
 from collections import Counter
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import linq  # noqa: F401 - installs the Stream methods
 import naiad
@@ -85,13 +85,20 @@ def main(argv: Iterable[str] = None) -> int:
     parser.add_argument("-t", "--workers", type=int, default=1)
     args = parser.parse_args(argv)
     files = stdlib_text_files(limit=args.files)
+    return timed_report(run_word_count, files, args)
+
+
+def timed_report(run: Callable[..., List[Counter]], files: Sequence[str], args: Any,
+                 how: str = "") -> int:
+    """Run ``run(files, per_epoch, processes, workers)``, print the timing, the check against
+    Counter and the top words; 0 when the counts are right."""
     t0 = time.perf_counter()
-    counts = run_word_count(files, args.per_epoch, args.processes, args.workers)
+    counts = run(files, args.per_epoch, args.processes, args.workers)
     took = time.perf_counter() - t0
     ok = counts == oracle(files, args.per_epoch)
     total = sum(sum(c.values()) for c in counts)
     print(f"{total} words in {len(files)} files, {len(counts)} epoch(s), {args.processes} "
-          f"process(es) x {args.workers} worker(s): {took:.2f} s; "
+          f"process(es) x {args.workers} worker(s){how}: {took:.2f} s; "
           f"{'equal to' if ok else 'DIFFERENT from'} collections.Counter")
     for word, n in sum(counts, Counter()).most_common(10):
         print(f"  {n:7d}  {word}")

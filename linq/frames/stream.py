@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 import stages
 from naiad.graph import Stream
-from naiad.partition import key_hash
+from naiad.partition import route_keys
 from linq.frames.vertices import Accumulate, FrameError, MapTables, Split
 
 __all__ = ["FrameStream", "of", "AGGREGATIONS"]
@@ -37,20 +37,6 @@ Keys = Union[str, Sequence[str]]
 
 def _keys(keys: Keys) -> List[str]:
     return [keys] if isinstance(keys, str) else list(keys)
-
-
-def _routes(workers: int) -> List[int]:
-    """For each worker ``w`` an int whose ``key_hash % workers == w``: a tag the exchange
-    sends to that worker."""
-    routes: List[Optional[int]] = [None] * workers
-    k, missing = 0, workers
-    while missing:
-        w = key_hash(k) % workers
-        if routes[w] is None:
-            routes[w] = k
-            missing -= 1
-        k += 1
-    return routes  # type: ignore[return-value]
 
 
 def _route(tagged: tuple) -> int:
@@ -82,7 +68,7 @@ class FrameStream:
         return stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
 
     def _split(self, op: str, keys: List[str]) -> Stream:
-        routes = _routes(self._workers)
+        routes = route_keys(self._workers)
         return stages.unary(self.stream, lambda: Split(op, keys, routes), name=f"{op}.split")
 
     # -- stateless ---------------------------------------------------------------------------------
@@ -151,7 +137,7 @@ class FrameStream:
             final.append((name, how, names))
         columns = sorted({c for c, _, _ in partial} | set(keys))
         op = f"group_by({', '.join(keys)})"
-        routes = _routes(self._workers)
+        routes = route_keys(self._workers)
 
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
