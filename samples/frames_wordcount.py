@@ -15,7 +15,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence
@@ -27,7 +26,7 @@ import naiad
 from linq import frames
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples.wordcount import epochs_of, oracle, timed_report
+from samples.wordcount import epochs_of, oracle, timed_report, word_count_options
 
 __all__ = ["word_count", "program", "run_frames_word_count", "oracle", "main"]
 
@@ -71,15 +70,10 @@ def run_frames_word_count(files: Sequence[str], per_epoch: Optional[int] = None,
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(prog="naiad sample frames_wordcount",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, help="only the first FILES modules")
-    parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
-    args = parser.parse_args(argv)
-    files = stdlib_text_files(limit=args.files)
-    return timed_report(run_frames_word_count, files, args, how=", by columns")
+    args = word_count_options("naiad sample frames_wordcount", __doc__).parse_args(argv)
+    return timed_report(run_frames_word_count, stdlib_text_files(limit=args.files), args,
+                        how=", by columns")
+
 
 if __name__ == "__main__":
     sys.exit(main())

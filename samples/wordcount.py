@@ -78,14 +78,18 @@ def run_word_count(files: Sequence[str], per_epoch: Optional[int] = None, proces
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    args = word_count_options("naiad sample wordcount", __doc__).parse_args(argv)
+    return timed_report(run_word_count, stdlib_text_files(limit=args.files), args)
+
+
+def word_count_options(prog: str, doc: str) -> argparse.ArgumentParser:
+    """The options of the word count samples: which files, epochs, processes and workers."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
     parser.add_argument("--files", type=int, help="only the first FILES modules")
     parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
     parser.add_argument("-n", "--processes", type=int, default=1)
     parser.add_argument("-t", "--workers", type=int, default=1)
-    args = parser.parse_args(argv)
-    files = stdlib_text_files(limit=args.files)
-    return timed_report(run_word_count, files, args)
+    return parser
 
 
 def timed_report(run: Callable[..., List[Counter]], files: Sequence[str], args: Any,

@@ -35,7 +35,7 @@ def require_table(op: str, value: Any) -> pa.Table:
     if not isinstance(value, pa.Table):
         msg = (f"{op}: each message of a frame stream must be a pyarrow.Table; got "
                f"{type(value).__name__} (frames.of(stream) needs a stream of tables; "
-               "use frames.from_records for rows)")
+               "turn rows into tables with pyarrow.Table.from_pylist first)")
         raise FrameError(msg)
     return value
 
