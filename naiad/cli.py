@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from naiad.cli_tools import (UsageError, configure_graph, configure_trace, draw_graph,
+                             load_program, trace_command)
+
 __all__ = ["ProcessConfig", "parse_args", "main", "samples", "Command", "COMMANDS"]
 
 
@@ -105,10 +108,6 @@ class Command:
     handle: Callable[[argparse.Namespace], int]
 
 
-class UsageError(Exception):
-    """A command was given arguments it cannot use (exit code 2)."""
-
-
 def _configure_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="MODULE:FUNCTION",
                    help="the SPMD program: a function taking the Computation")
@@ -117,20 +116,7 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    module_name, _, func = args.target.partition(":")
-    # Modules of the current directory are found as with `python -m`, but after everything
-    # installed, so a stray file there cannot stand in for a library the program imports.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        msg = f"cannot import {module_name!r} ({exc}); give MODULE:FUNCTION of an importable module"
-        raise UsageError(msg) from exc
-    program = getattr(module, func or "program", None)
-    if not callable(program):
-        msg = f"{module_name!r} has no function {func or 'program'!r}"
-        raise UsageError(msg)
+    program = load_program(args.target)
     from naiad.computation import Computation
     from naiad.execute import run_program
     comp = Computation.from_args(args.flags)
@@ -167,6 +153,10 @@ COMMANDS: List[Command] = [
             "naiad run samples.hello:program -p 0 -n 1 -t 2", _configure_run, _run),
     Command("sample", "run one of the samples (omit NAME to list them)",
             "naiad sample wordcount --files 20", _configure_sample, _sample),
+    Command("graph", "draw a program's dataflow graph (DOT text, or SVG/PNG/PDF with Graphviz)",
+            "naiad graph samples.hello:program -o hello.svg", configure_graph, draw_graph),
+    Command("trace", "read the event trace a run wrote with execute(trace=PATH)",
+            "naiad trace summarize /tmp/trace", configure_trace, trace_command),
 ]
 
 

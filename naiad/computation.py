@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.errors import NaiadError
 from naiad.graph import INPUT, LogicalGraph
+from naiad.picture import graph_dot
 from naiad.worker import Worker
 
 __all__ = ["Computation"]
@@ -81,6 +82,7 @@ class Computation:
         self.graph = LogicalGraph(self)
         self.inputs: List[Any] = []
         self.subscriptions: List[Any] = []
+        self.probes: List[Any] = []
         self.epochs_fed = 0
         self.fabric = None
         self._workers: List[Worker] = []
@@ -125,6 +127,11 @@ class Computation:
         handle = Input(self, stage)
         self.inputs.append(handle)
         return handle
+
+    def graph_dot(self) -> str:
+        """The logical graph as Graphviz DOT text: stages by name, connectors labelled with
+        their partitioning, loop contexts as clusters (see :mod:`naiad.picture`)."""
+        return graph_dot(self.graph)
 
     # ---- running ----------------------------------------------------------------------------
     def activate(self) -> None:
@@ -337,6 +344,8 @@ class Computation:
             if self._failure is not None:
                 return
             self._failure = exc
+        for p in self.probes:
+            p._wake()
         if self.fabric is not None:
             self.fabric.stop(f"{type(exc).__name__}: {exc}")
 
@@ -346,6 +355,8 @@ class Computation:
             last = self._running == 0
         if last:
             self._done.set()
+            for p in self.probes:
+                p._wake()
 
     def check_failed(self) -> None:
         """Raise the computation's failure, if there is one (inputs call this)."""

@@ -74,6 +74,12 @@ class Stream:
         from naiad.io import subscribe
         return subscribe(self, fn)
 
+    def probe(self, name: Optional[str] = None):
+        """A :class:`~naiad.probe.Probe`: ``less_than(t)``, ``less_equal(t)``, ``done()`` and
+        ``wait(epoch)`` tell how far the computation has got at this point of the graph."""
+        from naiad.probe import probe
+        return probe(self, name)
+
     def collect(self):
         """Gather this process's records per epoch into ``.results`` (``{epoch: [records]}``)."""
         from naiad.io import collect

@@ -200,6 +200,9 @@ class _SinkVertex(Vertex):
         self.epochs = state["epochs"]
         self.bound = state["bound"]
 
+    def observe_frontier(self, frontier) -> None:
+        self.advance_to(min(t[0] for t in frontier) if frontier else None)
+
     def advance_to(self, bound: Optional[int]) -> None:
         if bound == self.bound:
             return

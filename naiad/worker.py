@@ -331,17 +331,15 @@ class Worker:
         return True
 
     def _observe(self) -> None:
-        """Tell frontier observers (subscribe sinks) how far their input is complete."""
+        """Tell frontier observers (subscribe sinks, probes) the frontier of their input."""
         for v in self.observers:
-            st = v._stagedef
-            frontier = self.tracker.frontier_at(st.loc)
-            bound = min(t[0] for t in frontier) if frontier else None
+            frontier = self.tracker.frontier_at(v._stagedef.loc)
             v._now = None
             try:
-                v.advance_to(bound)
+                v.observe_frontier(frontier)
             except Exception as exc:
-                self._raise_vertex_error(v, Timestamp(bound if bound is not None else -1),
-                                         "subscribe", exc)
+                at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
+                self._raise_vertex_error(v, at, "subscribe", exc)
 
     def _check_not_notified(self, stage_id: int, time: Timestamp) -> None:
         for n in self._notified.get(stage_id, ()):
