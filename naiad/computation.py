@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.errors import NaiadError
 from naiad.graph import INPUT, LogicalGraph
+from naiad.meter import Meter
+from naiad.observe import Observer, wanted
 from naiad.picture import graph_dot
 from naiad.worker import Worker
 
@@ -29,6 +31,9 @@ OPTIONS: Dict[str, Any] = {
     "checkpoint_interval": None,
     "checkpoint_keep": 3,
     "max_restarts": None,         # restarts after a failure; 3 when checkpoint_dir is set
+    "trace": None,                # directory for the event trace (JSON lines per worker)
+    "monitor": None,              # port of the live monitoring page on 127.0.0.1
+    "report_to": None,            # monitor page served by another process (set by launchers)
 }
 
 
@@ -102,6 +107,7 @@ class Computation:
         self._snapshots: dict = {}
         self._snap_cv = threading.Condition()
         self.checkpoint_stats: List[Dict[str, Any]] = []
+        self.observer: Optional[Observer] = Observer(self) if wanted(self.options) else None
 
     # ---- the contract's properties --------------------------------------------------------
     @property
@@ -154,6 +160,8 @@ class Computation:
                    accumulate=bool(self.options["accumulate"]), debug=debug)
             for i in range(self.workers_per_process)
         ]
+        if self.observer is not None:
+            self.observer.start()
         self._state = "active"
         self._running = len(self._workers)
         for w in self._workers:
@@ -265,6 +273,8 @@ class Computation:
             self.store.prune_inputs(inp.name, min(kept) if kept else epoch)
         self.checkpoint_stats.append({"epoch": epoch, "bytes": size,
                                       "quiesce_s": t1 - t0, "total_s": _time.monotonic() - t0})
+        if self.observer is not None:
+            self.observer.checkpoint(self.checkpoint_stats[-1])
 
     def _propose_next(self, epoch: int) -> Optional[int]:
         every = self.options["checkpoint_every"]
@@ -281,6 +291,10 @@ class Computation:
         with self._snap_cv:
             self._snapshots[worker.index] = (states, notifications)
             self._snap_cv.notify_all()
+
+    def meter_for(self, worker: int) -> Optional[Meter]:
+        """The meter of a worker of this process (None when neither trace nor monitor is on)."""
+        return None if self.observer is None else self.observer.meter_for(worker)
 
     def _make_fabric(self):
         if self.processes == 1:
@@ -333,6 +347,8 @@ class Computation:
             self.fabric.close()
         if self.store is not None:
             self.store.close()          # files, and the lock on the checkpoint directory
+        if self.observer is not None:
+            self.observer.close()
 
     # ---- failure handling --------------------------------------------------------------------
     def _worker_failed(self, worker: Worker, exc: BaseException) -> None:
@@ -344,6 +360,8 @@ class Computation:
             if self._failure is not None:
                 return
             self._failure = exc
+        if self.observer is not None:
+            self.observer.failed(exc)
         for p in self.probes:
             p._wake()
         if self.fabric is not None:

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import TYPE_CHECKING, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from naiad.graph import EGRESS, FEEDBACK, INGRESS, INPUT, Scope, StageDef
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.graph import LogicalGraph
 
-__all__ = ["graph_dot", "render", "GRAPHVIZ_HELP"]
+__all__ = ["graph_dot", "graph_json", "render", "GRAPHVIZ_HELP"]
 
 GRAPHVIZ_HELP = ("Graphviz's `dot` is not installed: install it (Debian/Ubuntu: "
                  "`sudo apt-get install graphviz`; macOS: `brew install graphviz`), or write "
@@ -97,6 +97,18 @@ def graph_dot(graph: "LogicalGraph") -> str:
         lines.append(f'  "s{c.src}" -> "s{c.dst}"{suffix};')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def graph_json(graph: "LogicalGraph") -> Dict[str, Any]:
+    """The logical graph as plain data (for traces and the monitor page): stages with their
+    kind and loop path, connectors with their partitioning."""
+    return {
+        "stages": [{"id": st.id, "name": st.name, "kind": st.kind, "scope": _home(st).path(),
+                    "depth": _home(st).depth} for st in graph.stages],
+        "connectors": [{"id": c.id, "src": c.src, "dst": c.dst,
+                        "partitioning": _partitioning(c.exchange) or "pipeline"}
+                       for c in graph.connectors],
+    }
 
 
 def render(dot: str, fmt: str) -> bytes:

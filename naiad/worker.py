@@ -10,6 +10,7 @@ worker blocks on its inbox.
 
 from __future__ import annotations
 
+import time as _time
 import traceback
 from collections import deque
 from queue import Empty
@@ -91,6 +92,7 @@ class Worker:
         self.input_epoch: Dict[int, Optional[int]] = {}
         self.stopped: Optional[str] = None
         self.finished = False
+        self.meter = comp.meter_for(index)
         self._seen_version = -1
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
@@ -162,9 +164,14 @@ class Worker:
         try:
             self._loop()
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the computation
+            if self.meter is not None:
+                self.meter.event("failure", error=f"{type(exc).__name__}: {exc}")
             self.comp._worker_failed(self, exc)
         finally:
             gcpolicy.exit_()
+            if self.meter is not None:
+                self.meter.publish_frontiers(self.tracker, self.stages)
+                self.meter.close()
             self.finished = True
             self.comp._worker_exited(self)
 
@@ -186,6 +193,8 @@ class Worker:
             self._flush_progress()
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
+                if self.meter is not None and _time.monotonic() - self.meter.frontier_clock > 0.25:
+                    self.meter.publish_frontiers(tracker, self.stages)
                 if self.global_view is not None:
                     self._check_view()
                 if self.observers:
@@ -222,8 +231,12 @@ class Worker:
         tag = msg[0]
         if tag == DATA:
             self.pending.append((self.connectors[msg[1]], msg[2], msg[3]))
+            if self.meter is not None:
+                self.meter.received(msg[1], msg[2], len(msg[3]))
         elif tag == PROGRESS:
             self.tracker.update_many(msg[2])
+            if self.meter is not None:
+                self.meter.progress(False, len(msg[2]))
         elif tag == INPUT_EPOCH:
             self._on_input(msg[1], msg[2], msg[3])
         elif tag == INPUT_CLOSE:
@@ -239,6 +252,8 @@ class Worker:
         vertices = self.vertices
         add = self.add_progress
         flush_each = not self.accumulate
+        meter = self.meter
+        clock = _time.perf_counter
         for _ in range(_BATCHES_PER_STEP):
             if not pending:
                 break
@@ -247,26 +262,33 @@ class Worker:
             if self.debug:
                 self._check_not_notified(conn.dst, time)
             v._now = time
+            t0 = clock() if meter is not None else 0.0
             try:
                 v.on_recv_batch(conn.dst_port, records, time)
             except Exception as exc:
                 self._raise_vertex_error(v, time, "on_recv", exc)
             v._now = None
-            self._flush_vertex(v)
+            out = self._flush_vertex(v)
+            if meter is not None:
+                meter.ran(conn.dst, "recv", time, len(records), out, clock() - t0)
             add(conn.loc, time, -1)
             if flush_each:
                 self._flush_progress()
 
-    def _flush_vertex(self, v: Vertex) -> None:
+    def _flush_vertex(self, v: Vertex) -> int:
+        """Route what ``v`` sent; returns the number of records it sent."""
         outs = v._out
+        sent = 0
         for port in range(len(outs)):
             buf = outs[port]
             if buf:
                 conns = v._stagedef.outputs[port]
                 for time, records in buf.items():
+                    sent += len(records)
                     for conn in conns:
                         self._route(conn, time, records)
                 buf.clear()
+        return sent
 
     def _route(self, conn, time: Timestamp, records: list) -> None:
         key = conn.exchange.key
@@ -274,6 +296,8 @@ class Worker:
         if key is None or self.peers == 1:
             self.pending.append((conn, time, records))
             add(conn.loc, time, 1)
+            if self.meter is not None:
+                self.meter.send(conn.id, self.index, time, len(records))
             return
         try:
             parts = partition(records, key, self.peers)
@@ -287,6 +311,8 @@ class Worker:
             part = parts[dest]
             if part:
                 add(conn.loc, time, 1)
+                if self.meter is not None:
+                    self.meter.send(conn.id, dest, time, len(part))
                 if dest == me:
                     self.pending.append((conn, time, part))
                 else:
@@ -298,6 +324,8 @@ class Worker:
         if key not in self.notifications:
             self.notifications[key] = v
             self.add_progress(v._stagedef.loc, time, 1)
+            if self.meter is not None:
+                self.meter.notify_requested(key[0], time)
 
     def _run_notifications(self) -> bool:
         # Only frontier pointstamps can be notified: look there, not at every pending request.
@@ -319,12 +347,15 @@ class Worker:
             if self.debug:
                 self._notified.setdefault(key[0], set()).add(time)
             v._now = time
+            t0 = _time.perf_counter() if self.meter is not None else 0.0
             try:
                 v.on_notify(time)
             except Exception as exc:
                 self._raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
-            self._flush_vertex(v)
+            out = self._flush_vertex(v)
+            if self.meter is not None:
+                self.meter.ran(key[0], "notify", time, 0, out, _time.perf_counter() - t0)
             add(v._stagedef.loc, time, -1)
             if not self.accumulate:
                 self._flush_progress()
@@ -356,6 +387,8 @@ class Worker:
             msg = f"input {st.name!r}: epoch {epoch} arrived while at {current}"
             raise RuntimeError(msg)
         t = Timestamp(epoch)
+        if self.meter is not None:
+            self.meter.input(stage_id, epoch, len(records))
         if records:
             for conn in st.outputs[0]:
                 self._route(conn, t, records)
@@ -379,6 +412,8 @@ class Worker:
         hold = self.accumulate and self.ckpt_epoch is None
         updates = self.buffer.drain(self.tracker, hold=hold)
         if updates:
+            if self.meter is not None:
+                self.meter.progress(True, len(updates))
             self.fabric.broadcast_progress(self.index, updates)
             self.tracker.update_many(updates)
 

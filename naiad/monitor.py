@@ -1,0 +1,231 @@
+"""The live monitoring page: a small HTTP server on loopback, fed by every process's reporter.
+
+``execute(..., monitor=PORT)`` serves ``http://127.0.0.1:PORT/`` from the process that called it
+(the launcher, or the Spark driver); each process of the computation sends a snapshot of its
+workers' counters (:class:`naiad.meter.Meter`) twice a second: directly when it is the serving
+process, otherwise as JSON in an HTTP POST to ``/report`` carrying a token derived from the run's
+secret (a stranger cannot forge a report; nothing received is ever unpickled).  The page itself
+(``naiad/monitor_page.html``, shipped in the package, no asset from the internet) polls
+``/state`` and draws the graph, each stage's frontier and counts, throughput over time, per-worker
+busy time, checkpoints and failures.  The server stays up after the computation ends, so the
+last state remains readable until the program exits.
+
+>>> server = serve(0)
+>>> server.state.update({"process": 0, "processes": 1, "graph": {"stages": [], "connectors": []},
+...                      "workers": [], "checkpoints": [], "failure": None, "epochs_fed": 3})
+>>> import json, urllib.request
+>>> json.load(urllib.request.urlopen(server.url + "state"))["epochs_fed"]
+3
+>>> server.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.resources
+import json
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, List, Optional, Union
+
+__all__ = ["MonitorState", "MonitorServer", "serve", "Reporter", "report_token", "post_report"]
+
+_HISTORY = 600                 # throughput samples kept (5 minutes at 2 per second)
+_MAX_REPORT = 8 << 20          # bytes accepted in one report
+_servers: Dict[int, "MonitorServer"] = {}
+_servers_lock = threading.Lock()
+
+
+def report_token(secret: Union[str, bytes, None]) -> Optional[str]:
+    """The token a process shows when reporting: an HMAC of the run's secret (None: no secret)."""
+    if not secret:
+        return None
+    key = secret.encode() if isinstance(secret, str) else secret
+    return hmac.new(key, b"naiad-monitor-report", hashlib.sha256).hexdigest()
+
+
+class MonitorState:
+    """The latest snapshot of every process, and totals over time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with getattr(self, "lock", threading.Lock()):
+            self.processes: Dict[int, Dict[str, Any]] = {}
+            self.history: List[List[float]] = []      # [seconds since start, records processed]
+            self.started = time.time()
+
+    def update(self, report: Dict[str, Any]) -> None:
+        """Take one process's snapshot."""
+        with self.lock:
+            self.processes[int(report["process"])] = report
+            total = sum(sum(w.get("stage_in", {}).values())
+                        for p in self.processes.values() for w in p.get("workers", []))
+            self.history.append([round(time.time() - self.started, 3), total])
+            del self.history[:-_HISTORY]
+
+    def view(self) -> Dict[str, Any]:
+        """Everything the page shows, as JSON data."""
+        with self.lock:
+            procs = [self.processes[p] for p in sorted(self.processes)]
+            first = procs[0] if procs else {}
+            return {
+                "graph": first.get("graph", {"stages": [], "connectors": []}),
+                "processes": first.get("processes", 0),
+                "reported": len(procs),
+                "workers": [w for p in procs for w in p.get("workers", [])],
+                "checkpoints": first.get("checkpoints", []),
+                "failure": next((p["failure"] for p in procs if p.get("failure")), None),
+                "finished": bool(procs) and all(p.get("finished") for p in procs),
+                "epochs_fed": max((p.get("epochs_fed", 0) for p in procs), default=0),
+                "history": list(self.history),
+                "now": time.time() - self.started,
+            }
+
+
+def _page() -> bytes:
+    return importlib.resources.files("naiad").joinpath("monitor_page.html").read_bytes()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_HTTPServer"
+
+    def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - quiet by default
+        pass
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?")[0]
+        if path in ("/", "/index.html"):
+            self._send(200, _page(), "text/html; charset=utf-8")
+        elif path == "/state":
+            body = json.dumps(self.server.monitor.state.view()).encode()
+            self._send(200, body, "application/json")
+        else:
+            self._send(404, b"not found", "text/plain")
+
+    def do_POST(self) -> None:  # noqa: N802
+        token = self.server.monitor.token
+        given = self.headers.get("X-Naiad-Token", "")
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.path != "/report" or token is None or not hmac.compare_digest(given, token):
+            self._send(403, b"reports need the run's token", "text/plain")
+            return
+        if length > _MAX_REPORT:
+            self._send(413, b"report too large", "text/plain")
+            return
+        try:
+            report = json.loads(self.rfile.read(length))
+            self.server.monitor.state.update(report)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._send(400, f"bad report: {exc}".encode(), "text/plain")
+            return
+        self._send(204, b"", "text/plain")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    monitor: "MonitorServer"
+
+
+class MonitorServer:
+    """The page's server on 127.0.0.1:``port``, in a daemon thread."""
+
+    def __init__(self, port: int, token: Optional[str]):
+        try:
+            self.httpd = _HTTPServer(("127.0.0.1", port), _Handler)
+        except OSError as exc:
+            msg = (f"monitor: cannot serve on 127.0.0.1:{port} ({exc.strerror}); choose a free "
+                   "port with monitor=PORT, or monitor=0 for any free port")
+            raise OSError(exc.errno, msg) from exc
+        self.httpd.monitor = self
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.token = token
+        self.state = MonitorState()
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="naiad-monitor",
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop serving (the page is gone after this)."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with _servers_lock:
+            for port, s in list(_servers.items()):
+                if s is self:
+                    del _servers[port]
+
+
+def serve(port: int, token: Optional[str] = None) -> MonitorServer:
+    """The server on ``port`` (0: any free port) in this process, started or reused (a new
+    computation on the same port starts from an empty page)."""
+    with _servers_lock:
+        server = _servers.get(port) if port else None
+        if server is not None:
+            server.state.reset()
+            if token is not None:
+                server.token = token
+            return server
+        server = MonitorServer(port, token)
+        _servers[server.port] = server
+        if port:
+            _servers[port] = server
+        return server
+
+
+def local_server(port: int) -> Optional[MonitorServer]:
+    """The server this process runs on ``port``, if any."""
+    with _servers_lock:
+        return _servers.get(port)
+
+
+def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2.0) -> None:
+    """Send one snapshot to a monitor served by another process."""
+    req = urllib.request.Request(url + "report", data=json.dumps(report).encode(), method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "X-Naiad-Token": token})
+    with urllib.request.urlopen(req, timeout=timeout):
+        pass
+
+
+class Reporter:
+    """Sends ``snapshot()`` to ``sink`` every ``interval`` seconds until stopped, then once more."""
+
+    def __init__(self, snapshot: Callable[[], Dict[str, Any]],
+                 sink: Callable[[Dict[str, Any]], None], interval: float = 0.5):
+        self.snapshot = snapshot
+        self.sink = sink
+        self.interval = interval
+        self.errors = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="naiad-reporter", daemon=True)
+        self.thread.start()
+
+    def _send(self) -> None:
+        try:
+            self.sink(self.snapshot())
+        except Exception:  # noqa: BLE001 - the page is a view; the computation must not fail
+            self.errors += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._send()
+
+    def stop(self) -> None:
+        """Stop, after a last report (the final counts)."""
+        self._stop.set()
+        self.thread.join(timeout=5.0)
+        self._send()

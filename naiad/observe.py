@@ -1,0 +1,116 @@
+"""One process's observability: its workers' meters, its trace files, its monitor reporter.
+
+:class:`Observer` is what :class:`~naiad.Computation` holds when ``trace=`` or ``monitor=`` is set
+(and nothing is built when neither is).  It makes a :class:`~naiad.meter.Meter` per worker, writes
+the trace's ``graph.json`` and ``process-<p>.jsonl`` (checkpoints and failures), and runs the
+:class:`~naiad.monitor.Reporter` that sends this process's snapshot to the monitor page: directly
+when the page is served here, otherwise over HTTP to the serving process on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+
+from naiad import monitor
+from naiad.files import write_atomic
+from naiad.meter import Meter
+from naiad.picture import graph_json
+from naiad.transport.security import resolve_secret
+
+if TYPE_CHECKING:  # pragma: no cover
+    from naiad.computation import Computation
+
+__all__ = ["Observer", "wanted"]
+
+
+def wanted(options: Dict[str, Any]) -> bool:
+    """Whether the options ask for a trace or a monitor."""
+    return any(options.get(k) is not None for k in ("trace", "monitor", "report_to"))
+
+
+class Observer:
+    """Meters, trace files and the monitor reporter of one process."""
+
+    def __init__(self, comp: "Computation"):
+        self.comp = comp
+        opts = comp.options
+        self.trace_dir: Optional[str] = os.fspath(opts["trace"]) if opts["trace"] else None
+        self.meters: List[Meter] = []
+        self.graph: Dict[str, Any] = {}
+        self.process_meter: Optional[Meter] = None
+        self.reporter: Optional[monitor.Reporter] = None
+        self.server: Optional[monitor.MonitorServer] = None
+
+    def meter_for(self, worker: int) -> Meter:
+        m = Meter(worker, self.comp.process_index, self.trace_dir)
+        self.meters.append(m)
+        return m
+
+    def start(self) -> None:
+        """The graph is frozen: write the trace's header, start reporting to the monitor."""
+        comp = self.comp
+        self.graph = graph_json(comp.graph)
+        if self.trace_dir is not None:
+            self.process_meter = Meter(-1, comp.process_index, self.trace_dir,
+                                       name=f"process-{comp.process_index}")
+            if comp.process_index == 0:
+                layout = {"processes": comp.processes, "workers": comp.workers_per_process}
+                write_atomic(Path(self.trace_dir) / "graph.json",
+                             json.dumps(dict(self.graph, **layout)).encode(), sync=False)
+                for old in Path(self.trace_dir).glob("*.jsonl"):    # an older, larger run's
+                    stem = old.stem.split("-")
+                    if len(stem) == 2 and stem[1].isdigit() and int(stem[1]) >= (
+                            comp.workers if stem[0] == "worker" else comp.processes):
+                        old.unlink()
+        sink = self._sink()
+        if sink is not None:
+            self.reporter = monitor.Reporter(self.snapshot, sink)
+
+    def _sink(self) -> Optional[Callable[[Dict[str, Any]], None]]:
+        opts = self.comp.options
+        port, url = opts["monitor"], opts["report_to"]
+        token = monitor.report_token(resolve_secret(opts["secret"]))
+        if url is None and port is not None:
+            self.server = monitor.local_server(port)
+            if self.server is None and self.comp.process_index == 0:
+                self.server = monitor.serve(port, token)
+            if self.server is not None:
+                return self.server.state.update
+            url = f"http://127.0.0.1:{port}/"
+        if url is None:
+            return None
+        if token is None:
+            msg = "monitor: reporting to another process needs the run's secret"
+            raise ValueError(msg)
+        return lambda report: monitor.post_report(url, token, report)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """This process's part of the monitor page."""
+        comp = self.comp
+        failure = comp._failure
+        return {
+            "process": comp.process_index, "processes": comp.processes, "graph": self.graph,
+            "workers": [m.snapshot() for m in self.meters],
+            "checkpoints": list(comp.checkpoint_stats),
+            "failure": None if failure is None else f"{type(failure).__name__}: {failure}",
+            "finished": all(m.finished for m in self.meters),
+            "epochs_fed": comp.epochs_fed,
+        }
+
+    def checkpoint(self, stats: Dict[str, Any]) -> None:
+        if self.process_meter is not None:
+            self.process_meter.event("checkpoint", **stats)
+
+    def failed(self, exc: BaseException) -> None:
+        if self.process_meter is not None:
+            self.process_meter.event("failure", error=f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        """The computation ended: the last report, trace files closed."""
+        if self.reporter is not None:
+            self.reporter.stop()
+        if self.process_meter is not None:
+            self.process_meter.close()
