@@ -156,7 +156,7 @@ COMMANDS: List[Command] = [
     Command("graph", "draw a program's dataflow graph (DOT text, or SVG/PNG/PDF with Graphviz)",
             "naiad graph samples.hello:program -o hello.svg", configure_graph, draw_graph),
     Command("trace", "read the event trace a run wrote with execute(trace=PATH)",
-            "naiad trace summarize /tmp/trace", configure_trace, trace_command),
+            "naiad trace summarize /tmp/naiad-trace", configure_trace, trace_command),
 ]
 
 

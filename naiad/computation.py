@@ -34,6 +34,7 @@ OPTIONS: Dict[str, Any] = {
     "trace": None,                # directory for the event trace (JSON lines per worker)
     "monitor": None,              # port of the live monitoring page on 127.0.0.1
     "report_to": None,            # monitor page served by another process (set by launchers)
+    "progress": None,             # progress in the terminal (execute and naiad.spark.execute)
 }
 
 

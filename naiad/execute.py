@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, List
 
 from naiad.computation import Computation, check_options
+from naiad.observe import watch
 
 __all__ = ["execute", "run_program"]
 
@@ -50,12 +51,19 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
             msg = f"{name} must be a positive integer; got {value!r}"
             raise ValueError(msg)
     options = check_options(options)
-    if options.get("checkpoint_dir"):
-        from naiad.recovery import execute_with_recovery
-        return execute_with_recovery(program, processes=processes, workers=workers,
-                                     options=options)
-    if processes == 1:
-        comp = Computation(process_index=0, processes=1, workers=workers, **options)
-        return [run_program(program, comp)]
-    from naiad.launch import launch_local
-    return launch_local(program, processes=processes, workers=workers, options=options)
+    watching = None
+    if processes == 1:        # more processes: the launcher serves the page (naiad.launch)
+        options, watching = watch(options, options.get("secret"), in_process=True)
+    try:
+        if options.get("checkpoint_dir"):
+            from naiad.recovery import execute_with_recovery
+            return execute_with_recovery(program, processes=processes, workers=workers,
+                                         options=options)
+        if processes == 1:
+            comp = Computation(process_index=0, processes=1, workers=workers, **options)
+            return [run_program(program, comp)]
+        from naiad.launch import launch_local
+        return launch_local(program, processes=processes, workers=workers, options=options)
+    finally:
+        if watching is not None:
+            watching.stop()

@@ -22,7 +22,7 @@ import cloudpickle
 
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, VertexError
-from naiad import monitor
+from naiad.observe import watch
 from naiad.transport.security import resolve_secret
 
 __all__ = ["launch_local", "FileRendezvous", "write_atomic"]
@@ -78,11 +78,8 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         # A random secret per run, handed to the children inside the private program file
         # (never in argv or the environment): every socket of the run is CURVE-authenticated.
         options = dict(options, secret=secrets.token_hex(32))
-    if options.get("monitor") is not None:
-        # The page is served here, by the launcher; the children report to it over loopback.
-        server = monitor.serve(options["monitor"],
-                               monitor.report_token(resolve_secret(options["secret"])))
-        options = dict(options, monitor=None, report_to=server.url)
+    # The monitor page and terminal progress live here; the children report over loopback.
+    options, watching = watch(options, options["secret"], in_process=False)
     try:
         try:
             payload = cloudpickle.dumps((program, options))
@@ -100,6 +97,8 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         return _supervise(procs, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if watching is not None:
+            watching.stop()
 
 
 def _read_result(workdir: Path, i: int):

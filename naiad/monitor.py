@@ -66,8 +66,11 @@ class MonitorState:
             self.processes[int(report["process"])] = report
             total = sum(sum(w.get("stage_in", {}).values())
                         for p in self.processes.values() for w in p.get("workers", []))
-            self.history.append([round(time.time() - self.started, 3), total])
-            del self.history[:-_HISTORY]
+            now = round(time.time() - self.started, 3)
+            # One sample per reporting interval, whatever the number of processes reporting.
+            if not self.history or now - self.history[-1][0] >= 0.45:
+                self.history.append([now, total])
+                del self.history[:-_HISTORY]
 
     def view(self) -> Dict[str, Any]:
         """Everything the page shows, as JSON data."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from naiad import monitor
+from naiad.console import ConsoleProgress
 from naiad.files import write_atomic
 from naiad.meter import Meter
 from naiad.picture import graph_json
@@ -23,7 +24,7 @@ from naiad.transport.security import resolve_secret
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
 
-__all__ = ["Observer", "wanted"]
+__all__ = ["Observer", "wanted", "watch", "Watch"]
 
 
 def wanted(options: Dict[str, Any]) -> bool:
@@ -114,3 +115,33 @@ class Observer:
             self.reporter.stop()
         if self.process_meter is not None:
             self.process_meter.close()
+
+
+class Watch:
+    """What the starting process runs for a ``monitor=``/``progress=`` run: the page's server and
+    the terminal progress, both fed by the processes' reports."""
+
+    def __init__(self, server: monitor.MonitorServer, console: Optional[ConsoleProgress]):
+        self.server = server
+        self.console = console
+
+    def stop(self) -> None:
+        """The run ended: the last progress line (the page stays served)."""
+        if self.console is not None:
+            self.console.stop()
+
+
+def watch(options: Dict[str, Any], secret: Any, in_process: bool):
+    """Start the monitor's server (and the terminal progress) for a run started here; returns
+    the options for the run's processes and the :class:`Watch` (None when neither is asked)."""
+    port, progress = options.get("monitor"), options.get("progress")
+    if port is None and not progress:
+        return options, None
+    server = monitor.serve(port if port is not None else 0,
+                           monitor.report_token(resolve_secret(secret)))
+    if in_process:
+        options = dict(options, monitor=server.port, progress=None)
+    else:
+        options = dict(options, monitor=None, report_to=server.url, progress=None)
+    console = ConsoleProgress(server.state.view) if progress else None
+    return options, Watch(server, console)

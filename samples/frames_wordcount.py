@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ import naiad
 from linq import frames
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples.wordcount import epochs_of, oracle, timed_report, word_count_options
+from samples.wordcount import AHEAD, epochs_of, oracle, timed_report, word_count_options
 
 __all__ = ["word_count", "program", "run_frames_word_count", "oracle", "main"]
 
@@ -46,12 +46,16 @@ def program(files: Sequence[str], per_epoch: Optional[int] = None):
     ``{epoch: {word: n}}`` for the words counted in this process."""
     def run(comp: naiad.Computation) -> Dict[int, Dict[str, int]]:
         inp = comp.new_input(name="lines")
-        got = word_count(frames.of(inp.stream)).collect()
+        counts = word_count(frames.of(inp.stream))
+        got = counts.collect()
+        probe = counts.stream.probe()
         comp.activate()
-        for chunk in epochs_of(files, per_epoch):
+        for epoch, chunk in enumerate(epochs_of(files, per_epoch)):
             mine = shard(chunk, comp.process_index, comp.processes)
             lines = [line for f in mine for line in read_lines(f)]
             inp.on_next([pa.table({"line": pa.array(lines, pa.string())})])
+            if epoch >= AHEAD:
+                probe.wait(epoch - AHEAD)     # read no further ahead of the counting
         inp.on_completed()
         comp.join()
         return {e: dict(zip(*pa.concat_tables(ts).select(["word", "n"]).to_pydict().values()))
@@ -60,10 +64,11 @@ def program(files: Sequence[str], per_epoch: Optional[int] = None):
 
 
 def run_frames_word_count(files: Sequence[str], per_epoch: Optional[int] = None,
-                          processes: int = 1, workers: int = 1) -> List[Counter]:
-    """The counts per epoch, merged over the processes."""
+                          processes: int = 1, workers: int = 1, **options: Any) -> List[Counter]:
+    """The counts per epoch, merged over the processes (``options`` go to naiad.execute)."""
     merged = [Counter() for _ in epochs_of(files, per_epoch)]
-    for part in naiad.execute(program(files, per_epoch), processes=processes, workers=workers):
+    for part in naiad.execute(program(files, per_epoch), processes=processes, workers=workers,
+                              **options):
         for e, counts in part.items():
             merged[e].update(counts)
     return merged

@@ -21,6 +21,7 @@ Rank reaching a node without out-edges is not passed on, as in :mod:`samples.pag
     python -m samples.main                       # Debian's packages (or the import graph)
     python -m samples.main --graph imports       # the stdlib import graph, 2 processes
     python -m samples.main --rmat 14 -n 2        # a Graph500 RMAT graph of 2**14 nodes
+    python -m samples.main --monitor 8000        # and watch it on http://127.0.0.1:8000/
 
 >>> from naiad.testing import run
 >>> from samples.pagerank import power_iteration
@@ -287,6 +288,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "the standard library's import graph")
     parser.add_argument("--rmat", type=int, metavar="SCALE",
                         help="a Graph500 RMAT graph of 2**SCALE nodes instead")
+    parser.add_argument("--monitor", type=int, metavar="PORT",
+                        help="serve the live monitoring page on http://127.0.0.1:PORT/")
     args = parser.parse_args(argv)
     start = time.perf_counter()
 
@@ -329,7 +332,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         t0 = time.perf_counter()
         try:
             ranks = naiad.spark.execute(edges_df, PageRankProgram(args.iterations),
-                                        processes=args.processes,
+                                        processes=args.processes, progress=True,
+                                        monitor=args.monitor,
                                         schema=f"node {kind}, rank double")
         except naiad.spark.StageFailed as exc:
             print(f"The computation failed: {exc}", file=sys.stderr)

@@ -47,16 +47,24 @@ def oracle(files: Sequence[str], per_epoch: Optional[int] = None) -> List[Counte
             for chunk in epochs_of(files, per_epoch)]
 
 
+AHEAD = 2
+"""Epochs read ahead of the last completely counted one (so memory holds at most that many)."""
+
+
 def program(files: Sequence[str], per_epoch: Optional[int] = None):
     """A program for ``naiad.execute``: process ``i`` reads every ``processes``-th file of each
     epoch's slice and returns ``{epoch: [(word, n), ...]}`` for the words that reached it."""
     def run(comp: naiad.Computation) -> Dict[int, list]:
         inp = comp.new_input(name="lines")
-        got = word_count(inp.stream).collect()
+        counts = word_count(inp.stream)
+        got = counts.collect()
+        probe = counts.probe()
         comp.activate()
-        for chunk in epochs_of(files, per_epoch):
+        for epoch, chunk in enumerate(epochs_of(files, per_epoch)):
             mine = shard(chunk, comp.process_index, comp.processes)
             inp.on_next([line for f in mine for line in read_lines(f)])
+            if epoch >= AHEAD:
+                probe.wait(epoch - AHEAD)     # read no further ahead of the counting
         inp.on_completed()
         comp.join()
         return got.results
@@ -64,9 +72,10 @@ def program(files: Sequence[str], per_epoch: Optional[int] = None):
 
 
 def run_word_count(files: Sequence[str], per_epoch: Optional[int] = None, processes: int = 1,
-                   workers: int = 1) -> List[Counter]:
-    """The counts per epoch, merged over the processes."""
-    parts = naiad.execute(program(files, per_epoch), processes=processes, workers=workers)
+                   workers: int = 1, **options: Any) -> List[Counter]:
+    """The counts per epoch, merged over the processes (``options`` go to naiad.execute)."""
+    parts = naiad.execute(program(files, per_epoch), processes=processes, workers=workers,
+                          **options)
     epochs = len(epochs_of(files, per_epoch))
     merged = [Counter() for _ in range(epochs)]
     for part in parts:
@@ -89,6 +98,12 @@ def word_count_options(prog: str, doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
     parser.add_argument("-n", "--processes", type=int, default=1)
     parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("--trace", metavar="DIR",
+                        help="write the event trace there (read it with: naiad trace summarize DIR)")
+    parser.add_argument("--monitor", type=int, metavar="PORT",
+                        help="serve the live monitoring page on http://127.0.0.1:PORT/")
+    parser.add_argument("--progress", action="store_true",
+                        help="show epochs completed and records per second on stderr")
     return parser
 
 
@@ -97,7 +112,9 @@ def timed_report(run: Callable[..., List[Counter]], files: Sequence[str], args: 
     """Run ``run(files, per_epoch, processes, workers)``, print the timing, the check against
     Counter and the top words; 0 when the counts are right."""
     t0 = time.perf_counter()
-    counts = run(files, args.per_epoch, args.processes, args.workers)
+    watch = {"trace": args.trace, "monitor": args.monitor, "progress": args.progress or None}
+    counts = run(files, args.per_epoch, args.processes, args.workers,
+                 **{k: v for k, v in watch.items() if v is not None})
     took = time.perf_counter() - t0
     ok = counts == oracle(files, args.per_epoch)
     total = sum(sum(c.values()) for c in counts)

@@ -259,3 +259,19 @@ def test_pyspark_is_optional():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "pip install 'naiad[spark]'" in out.stdout
+
+
+def test_monitor_page_served_by_the_driver(spark, numbers):
+    import json
+    import urllib.request
+    from naiad.testing import free_ports
+    port = free_ports(1)[0]
+    naiad.spark.execute(numbers, _sums, processes=2, monitor=port)
+    state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=10))
+    assert state["reported"] == 2 and state["finished"] and state["failure"] is None
+    names = [s["name"] for s in state["graph"]["stages"]]
+    assert names[0] == "input" and any(n.startswith("aggregate") for n in names)
+    fed = sum(w["stage_out"].get("0", 0) for w in state["workers"])
+    assert fed == 100                      # every row entered the dataflow once
+    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
+    assert b"Naiad monitor" in page

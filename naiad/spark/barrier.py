@@ -26,7 +26,7 @@ import time
 import traceback
 from typing import Any, Callable, List, Optional, Union
 
-from naiad import monitor
+from naiad.observe import watch
 from naiad.computation import Computation, check_options
 from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
@@ -225,10 +225,9 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         data = data.repartition(processes)
     epochs = epoch_spec(data, epoch_column)
     secret = options.pop("secret", None) or secrets.token_hex(32)
-    if options.get("monitor") is not None:
-        # Served by the driver; the tasks report to it (on loopback: local and one-host runs).
-        server = monitor.serve(options.pop("monitor"), monitor.report_token(secret))
-        options["report_to"] = server.url
+    # The page and terminal progress are the driver's; tasks report to it on loopback, so this
+    # serves local and one-host runs.
+    options, watching = watch(options, secret, in_process=False)
     task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
                        epochs)
     if frame:
@@ -243,6 +242,9 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         if found is None:
             raise
         raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
+    finally:
+        if watching is not None:
+            watching.stop()
     rows = shuffled.flatMap(unpack_results)
     try:
         return spark.createDataFrame(rows, schema)

@@ -1,0 +1,152 @@
+"""The live monitoring page, loaded in a real headless Chromium while a 2-process run goes on.
+
+Needs Debian's chromium (``sudo apt-get install chromium``); without it these tests are skipped
+with that advice.  Chromium renders the page's JavaScript (``--dump-dom``), so what is asserted
+is what a person would see: every stage by name, record counts, and the frontier moving.
+"""
+
+import html.parser
+import json
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+import pytest
+
+import linq  # noqa: F401 - the fluent methods
+import naiad
+from naiad.testing import free_ports
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=(
+    "the monitor page is tested in a real browser: sudo apt-get install chromium"))
+
+EPOCHS = 30
+
+
+def _paced(comp):
+    """Word counts per epoch, fed no further ahead than the probe allows, slowly enough to be
+    watched."""
+    inp = comp.new_input(name="lines")
+    counts = inp.stream.select_many(str.split).count()
+    probe = counts.probe()
+    comp.activate()
+    for epoch in range(EPOCHS):
+        inp.on_next([f"the quick brown fox {epoch % 7}"] * 500)
+        probe.wait(epoch, timeout=60)
+        time.sleep(0.15)
+    inp.on_completed()
+    comp.join(timeout=60)
+    return comp.process_index
+
+
+class _Rows(html.parser.HTMLParser):
+    """The stage table's rows: {stage name: {cell class: text}}, and the status line."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.status = {}, ""
+        self._row = self._cell = None
+        self._in_status = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "tr" and a.get("class") == "stage-row":
+            self._row = self.rows.setdefault(a["data-stage"], {})
+        elif tag == "td" and self._row is not None:
+            self._cell = a.get("class", "")
+        elif a.get("id") == "status":
+            self._in_status = True
+
+    def handle_endtag(self, tag):
+        if tag == "tr":
+            self._row = None
+        elif tag == "td":
+            self._cell = None
+        elif tag == "div":
+            self._in_status = False
+
+    def handle_data(self, data):
+        if self._row is not None and self._cell is not None:
+            self._row[self._cell] = self._row.get(self._cell, "") + data
+        if self._in_status:
+            self.status += data
+
+
+def _render(url: str) -> _Rows:
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=1500",
+             "--dump-dom", url], capture_output=True, text=True, timeout=60, check=True).stdout
+    rows = _Rows()
+    rows.feed(dom)
+    return rows
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_the_page_shows_every_stage_its_counts_and_a_moving_frontier():
+    port = free_ports(1)[0]
+    url = f"http://127.0.0.1:{port}/"
+    outcome = {}
+    run = threading.Thread(target=lambda: outcome.setdefault(
+        "result", naiad.execute(_paced, processes=2, monitor=port)), daemon=True)
+    run.start()
+    deadline = time.monotonic() + 60
+    first = None
+    while time.monotonic() < deadline:
+        try:
+            state = json.load(urllib.request.urlopen(url + "state", timeout=5))
+        except OSError:
+            time.sleep(0.2)
+            continue
+        if state["reported"] == 2 and state["epochs_fed"] >= 3:
+            first = _render(url)
+            break
+        time.sleep(0.2)
+    assert first is not None, "the page never had reports from both processes"
+    time.sleep(1.5)
+    second = _render(url)
+    names = ["lines", "select_many(split)", "count.local", "count", "probe_1"]
+    for page in (first, second):
+        assert set(page.rows) == set(names), page.rows
+        assert "2 process(es)" in page.status and "running" in page.status
+        assert _count(page.rows["count.local"]["in"]) > 0
+        assert _count(page.rows["lines"]["out"]) > 0
+        assert page.rows["count"]["name frontier"].startswith("epoch ")
+    assert _count(second.rows["count.local"]["in"]) > _count(first.rows["count.local"]["in"])
+    assert second.rows["count"]["name frontier"] != first.rows["count"]["name frontier"]
+    run.join(timeout=120)
+    assert outcome["result"] == [0, 1]
+    # The page stays readable after the run, with the final counts.
+    done = _render(url)
+    assert "finished" in done.status
+    assert _count(done.rows["lines"]["out"]) == 2 * EPOCHS * 500
+    assert all(row["name frontier"] == "complete" for row in done.rows.values())
+
+
+def test_a_failure_is_shown_with_its_message():
+    port = free_ports(1)[0]
+
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        inp.stream.select(lambda line: 1 // 0).collect()
+        comp.activate()
+        inp.on_next(["x"])
+        inp.on_completed()
+        comp.join(timeout=30)
+
+    with pytest.raises(naiad.VertexError):
+        naiad.execute(program, processes=2, monitor=port)
+    time.sleep(0.3)
+    page = _render(f"http://127.0.0.1:{port}/")
+    assert "failed" in page.status
+    state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=5))
+    assert "ZeroDivisionError" in state["failure"]

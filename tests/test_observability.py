@@ -1,0 +1,257 @@
+"""Seeing a computation: the event trace, the graph picture and the monitor's server."""
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+import naiad
+import stages
+from naiad import monitor
+from naiad.tracing import read_trace, summarize
+
+
+class _Forward(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        if time not in self.seen:
+            self.seen.add(time)
+            self.notify_at(time)
+        self.send_batch_by(0, messages, time)
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def on_notify(self, time):
+        self.send_by(0, -1, time)
+
+
+def _traced(comp, epochs=4, per=50):
+    inp = comp.new_input(name="numbers")
+    fwd = stages.unary(inp.stream, _Forward, partition_by=lambda r: r, name="forward")
+    got = fwd.collect()
+    comp.activate()
+    for e in range(epochs):
+        inp.on_next(range(comp.process_index, per, comp.processes))
+    inp.on_completed()
+    comp.join(timeout=60)
+    return {e: len(r) for e, r in got.results.items()}
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 1), (1, 2), (2, 2)])
+def test_the_trace_counts_every_record_and_batch(tmp_path, processes, workers):
+    naiad.execute(_traced, processes=processes, workers=workers, trace=tmp_path)
+    total = processes * workers
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["graph.json"] + [f"worker-{w}.jsonl" for w in range(total)]
+                           + [f"process-{p}.jsonl" for p in range(processes)])
+    assert all((p.stat().st_mode & 0o077) == 0 for p in tmp_path.iterdir())
+    trace = read_trace(str(tmp_path))
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert [s["name"] for s in graph["stages"]] == ["numbers", "forward", "collect_1"]
+    forward = [e for e in trace.of("run") if e["stage"] == 1]
+    assert sum(e["n"] for e in forward if e["cb"] == "recv") == 4 * 50
+    notified = [e for e in forward if e["cb"] == "notify"]
+    # One notification per epoch per worker that received records of that epoch.
+    assert {e["t"][0] for e in notified} == {0, 1, 2, 3}
+    sends = [e for e in trace.of("send") if e["conn"] == 0]
+    assert sum(e["n"] for e in sends) == 4 * 50
+    assert {e["dst"] for e in sends} == set(range(total))
+    inputs = list(trace.of("input"))
+    assert sum(e["n"] for e in inputs) == 4 * 50 and {e["epoch"] for e in inputs} == set(range(4))
+    assert len(list(trace.of("notify_at"))) == len(notified)
+    if total > 1:
+        assert any(e["dir"] == "applied" for e in trace.of("progress"))
+    assert len(list(trace.of("end"))) == total + processes
+    text = summarize(trace)
+    assert "forward" in text and "numbers -> forward (exchange(<lambda>))" in text
+    assert "slowest epochs" in text
+
+
+def test_a_failure_is_in_the_trace(tmp_path):
+    def program(comp):
+        inp = comp.new_input()
+        stages.unary(inp.stream, _Boom, name="boom").collect()
+        comp.activate()
+        inp.on_next([1])
+        inp.on_completed()
+        comp.join(timeout=30)
+
+    with pytest.raises(naiad.VertexError):
+        naiad.execute(program, trace=tmp_path)
+    failures = list(read_trace(str(tmp_path)).of("failure"))
+    assert failures and "boom" in failures[0]["error"]
+
+
+class _Boom(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        raise RuntimeError("boom")
+
+
+def test_without_trace_or_monitor_no_worker_is_metered():
+    comp = naiad.Computation(workers=2)
+    inp = comp.new_input()
+    inp.stream.collect()
+    comp.activate()
+    assert comp.observer is None and all(w.meter is None for w in comp._workers)
+    inp.on_completed()
+    comp.join(timeout=10)
+
+
+def test_trace_summarize_on_the_command_line(tmp_path):
+    naiad.execute(_traced, workers=2, trace=tmp_path)
+    out = subprocess.run([sys.executable, "-m", "naiad.cli", "trace", "summarize", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "stages (records in and out" in out and "forward" in out
+    missing = subprocess.run([sys.executable, "-m", "naiad.cli", "trace", "summarize",
+                              str(tmp_path / "nothing")], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and "no trace in" in missing.stderr
+
+
+# ---- the picture --------------------------------------------------------------------------------
+def _looped(comp):
+    inp = comp.new_input(name="numbers")
+    loop = naiad.LoopContext(comp, "halve")
+    fb = loop.feedback(max_iterations=3, partition_by=lambda r: r)
+    body = stages.unary(loop.enter(inp.stream).concat(fb.stream), _Forward, name="step")
+    fb.connect(body)
+    loop.exit(body).collect()
+    comp.activate()
+    raise AssertionError("unreachable when drawing")
+
+
+def test_graph_dot_names_stages_partitioning_and_loop_clusters():
+    comp = naiad.Computation()
+    with pytest.raises(AssertionError):
+        _looped(comp)
+    dot = comp.graph_dot()
+    for name in ("numbers", "halve.enter", "halve.feedback", "step", "halve.exit", "collect_1"):
+        assert f'label="{name}"' in dot
+    assert "subgraph cluster_1" in dot and 'label="loop halve"' in dot
+    assert 'label="exchange(<lambda>)"' in dot           # the feedback's partitioning
+    cluster = dot[dot.index("subgraph cluster_1"):]
+    cluster = cluster[:cluster.index("}")]
+    assert 'label="step"' in cluster and 'label="numbers"' not in cluster
+    assert dot.count(" -> ") == len(comp.graph.connectors)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None,
+                    reason="Graphviz is not installed: sudo apt-get install graphviz")
+def test_naiad_graph_renders_svg_with_graphviz(tmp_path):
+    out = tmp_path / "graph.svg"
+    subprocess.run([sys.executable, "-m", "naiad.cli", "graph", "tests.test_observability:_looped",
+                    "-o", str(out)], check=True, timeout=60, capture_output=True)
+    svg = out.read_text()
+    assert svg.startswith("<?xml") and "<svg" in svg and "halve.feedback" in svg
+
+
+def test_naiad_graph_says_how_to_install_graphviz_when_it_is_missing(tmp_path):
+    env = {"PATH": str(tmp_path), "PYTHONPATH": ":".join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "naiad.cli", "graph",
+                           "tests.test_observability:_looped", "-o", str(tmp_path / "g.svg")],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1 and "apt-get install graphviz" in proc.stderr
+    dot = subprocess.run([sys.executable, "-m", "naiad.cli", "graph",
+                          "tests.test_observability:_looped"], capture_output=True, text=True,
+                         timeout=60, env=env, check=True).stdout
+    assert dot.startswith("digraph naiad {")
+
+
+# ---- the monitor's server -----------------------------------------------------------------------
+def test_reports_need_the_runs_token():
+    server = monitor.serve(0, monitor.report_token("a secret"))
+    try:
+        report = {"process": 0, "processes": 1, "workers": [], "graph": {}}
+        for token in ("", "forged", monitor.report_token("another secret")):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                monitor.post_report(server.url, token, report)
+            assert err.value.code == 403
+        assert server.state.view()["reported"] == 0
+        monitor.post_report(server.url, monitor.report_token("a secret"), report)
+        assert server.state.view()["reported"] == 1
+        page = urllib.request.urlopen(server.url).read().decode()
+        assert "<title>Naiad monitor</title>" in page and "src=\"http" not in page and "href=\"http" not in page
+    finally:
+        server.close()
+
+
+def test_the_monitor_listens_on_loopback_only():
+    server = monitor.serve(0)
+    try:
+        assert server.httpd.server_address[0] == "127.0.0.1"
+    finally:
+        server.close()
+
+
+# ---- progress in the terminal -------------------------------------------------------------------
+def _epochs(comp, epochs=6):
+    inp = comp.new_input(name="numbers")
+    probe = stages.unary(inp.stream, _Forward, partition_by=lambda r: r, name="forward").probe()
+    comp.activate()
+    for e in range(epochs):
+        inp.on_next(range(100))
+        probe.wait(e, timeout=30)
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_progress_is_logged_when_stderr_is_not_a_terminal(capfd, processes):
+    naiad.execute(_epochs, processes=processes, progress=True)
+    err = capfd.readouterr().err
+    last = [line for line in err.splitlines() if line.startswith("naiad: ")][-1]
+    assert last.startswith("naiad: 6 epochs complete") and last.endswith("(finished)")
+    # Each process feeds 600 records; they reach forward and then the probe, with one
+    # end-of-epoch marker per worker and epoch.
+    assert f"{processes * (600 * 2 + 6):,} records" in last
+
+
+def test_progress_is_a_live_line_on_a_terminal():
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    code = ("import sys, tests.test_observability as t, naiad; "
+            "naiad.execute(t._slow_epochs, workers=2, progress=True)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave,
+                            stderr=slave, close_fds=True)
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+        elif proc.poll() is not None:
+            break
+    assert proc.wait(timeout=60) == 0
+    frames = [f for f in out.decode(errors="replace").split("\r") if "epochs complete" in f]
+    assert len(frames) >= 3, out                         # redrawn in place, several times
+    assert "naiad: 12 epochs complete" in frames[-1] and "records/s" in frames[-1]
+
+
+def _slow_epochs(comp):
+    import time
+    inp = comp.new_input(name="numbers")
+    probe = stages.unary(inp.stream, _Forward, partition_by=lambda r: r, name="forward").probe()
+    comp.activate()
+    for e in range(12):
+        inp.on_next(range(100))
+        probe.wait(e, timeout=30)
+        time.sleep(0.15)
+    inp.on_completed()
+    comp.join(timeout=30)
