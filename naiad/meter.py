@@ -41,6 +41,11 @@ def time_json(t: Any) -> list:
     return [t[0], list(t[1])]
 
 
+def _time_text(t: Any) -> str:
+    c = t[1]
+    return f"[{t[0]},[{','.join(map(str, c))}]]" if c else f"[{t[0]},[]]"
+
+
 class Meter:
     """Counters of one worker, and its trace writer when tracing."""
 
@@ -81,6 +86,11 @@ class Meter:
         if len(self._lines) >= _FLUSH_EVERY:
             self.flush()
 
+    def _line(self, fields: str) -> None:
+        self._lines.append(f'{{{fields},"w":{self.worker},"ts":{time.time():.6f}}}')
+        if len(self._lines) >= _FLUSH_EVERY:
+            self.flush()
+
     def ran(self, stage: int, callback: str, t: Any, records_in: int, records_out: int,
             seconds: float) -> None:
         """A vertex callback ran (``recv`` with a batch, or ``notify``) for ``seconds``."""
@@ -89,9 +99,9 @@ class Meter:
         self.stage_out[stage] = self.stage_out.get(stage, 0) + records_out
         self.stage_batches[stage] = self.stage_batches.get(stage, 0) + 1
         self.stage_busy[stage] = self.stage_busy.get(stage, 0.0) + seconds
-        if self._out is not None:
-            self.event("run", stage=stage, cb=callback, t=time_json(t), n=records_in,
-                       out=records_out, us=round(seconds * 1e6, 1))
+        if self._out is not None:       # the hot events are formatted directly (no json.dumps)
+            self._line(f'"ev":"run","stage":{stage},"cb":"{callback}","t":{_time_text(t)},'
+                       f'"n":{records_in},"out":{records_out},"us":{seconds * 1e6:.1f}')
 
     def send(self, connector: int, dest: int, t: Any, records: int) -> None:
         """A batch left on ``connector`` for worker ``dest`` (possibly this one)."""
@@ -103,12 +113,13 @@ class Meter:
             got[0] += 1
             got[1] += records
         if self._out is not None:
-            self.event("send", conn=connector, dst=dest, t=time_json(t), n=records)
+            self._line(f'"ev":"send","conn":{connector},"dst":{dest},"t":{_time_text(t)},'
+                       f'"n":{records}')
 
     def received(self, connector: int, t: Any, records: int) -> None:
         """A batch arrived from another process or worker on ``connector``."""
         if self._out is not None:
-            self.event("recv", conn=connector, t=time_json(t), n=records)
+            self._line(f'"ev":"recv","conn":{connector},"t":{_time_text(t)},"n":{records}')
 
     def progress(self, sent: bool, updates: int) -> None:
         """Progress updates broadcast (``sent``) or applied from a peer."""
@@ -117,12 +128,12 @@ class Meter:
         else:
             self.progress_applied += updates
         if self._out is not None:
-            self.event("progress", dir="sent" if sent else "applied", n=updates)
+            self._line(f'"ev":"progress","dir":"{"sent" if sent else "applied"}","n":{updates}')
 
     def notify_requested(self, stage: int, t: Any) -> None:
         self.notifications += 1
         if self._out is not None:
-            self.event("notify_at", stage=stage, t=time_json(t))
+            self._line(f'"ev":"notify_at","stage":{stage},"t":{_time_text(t)}')
 
     def input(self, stage: int, epoch: int, records: int) -> None:
         self.stage_out[stage] = self.stage_out.get(stage, 0) + records
