@@ -293,7 +293,7 @@ def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
     if step is None or partition_by is not None:
         out = stages.unary(stream, lambda: MapVertex(op, fn, diagnose),
                            partition_by=partition_by, name=op)
-        return inherit(op, [stream], out)
+        return inherit(op, [stream], _pure(out))
     up = fusion.fusable(stream)
     source, steps = (up[0], up[1] + [step]) if up is not None else (stream, [step])
     if len(steps) > 1:
@@ -301,7 +301,14 @@ def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
         diagnose = fused_diagnose(steps)
         op = "+".join(s.op for s in steps)
     out = stages.unary(source, lambda: MapVertex(op, fn, diagnose), name=op)
-    return inherit(op, [source], fusion.mark(out, source, steps))
+    return inherit(op, [source], fusion.mark(_pure(out), source, steps))
+
+
+def _pure(out: Stream) -> Stream:
+    """A map stage has no effect but its output: left out of the dataflow if nobody reads it
+    (a select fused into the operator after it, say)."""
+    out.graph.stages[out.sources[0][0]].pure = True
+    return out
 
 
 def fused_diagnose(steps: list, then: Optional[Callable[[int, list], None]] = None):

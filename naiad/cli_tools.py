@@ -53,6 +53,7 @@ class _Drawing(Computation):
     """A computation that stops its program at activate(), once the graph is built."""
 
     def activate(self) -> None:
+        self.graph.prune()
         self.graph.compile()           # the same checks as a real run
         raise _Built
 

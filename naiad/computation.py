@@ -146,6 +146,7 @@ class Computation:
         if self._state != "building":
             msg = f"activate() was already called (computation is {self._state})"
             raise NaiadError(msg)
+        self.graph.prune()
         reach = self.graph.compile()
         self.graph.frozen = True
         self._prepare_recovery()

@@ -93,12 +93,13 @@ class Stream:
 class Connector:
     """A logical edge from a stage's output port to a stage's input port, with its partitioning."""
 
-    __slots__ = ("id", "loc", "src", "src_port", "dst", "dst_port", "exchange", "depth")
+    __slots__ = ("id", "loc", "src", "src_port", "dst", "dst_port", "exchange", "depth", "unused")
 
     def __init__(self, id: int, loc: int, src: int, src_port: int, dst: int, dst_port: int,
                  exchange, depth: int):
         self.id, self.loc, self.src, self.src_port = id, loc, src, src_port
         self.dst, self.dst_port, self.exchange, self.depth = dst, dst_port, exchange, depth
+        self.unused = False     # leads to a pure stage nobody reads: nothing is sent on it
 
 
 class StageDef:
@@ -117,7 +118,11 @@ class StageDef:
         self.inputs: List[Connector] = []   # every connector into this stage
         self.input_ports = 0
         self.outputs: List[List[Connector]] = []
-        self.params: Dict[str, Any] = {}    # system stages: e.g. max_iterations
+        self.params: Dict[str, Any] = {}    # what layers above keep about the stage
+        # A pure stage's vertices have no effect but their output (LINQ's stateless operators):
+        # when nothing reads that output, the stage is left out of the dataflow at activate().
+        self.pure = False
+        self.unused = False
 
     @property
     def output_count(self) -> int:
@@ -222,6 +227,20 @@ class LogicalGraph:
             self.connectors.append(conn)
             self.stages[src_id].outputs[src_port].append(conn)
             dst.inputs.append(conn)
+
+    def prune(self) -> None:
+        """Leave out pure stages whose output nobody reads, and then the pure stages that only
+        they read: no record is sent to them.  (They stay in the graph, marked ``unused``.)"""
+        changed = True
+        while changed:
+            changed = False
+            for st in self.stages:
+                if st.pure and not st.unused and not any(st.outputs):
+                    st.unused = True
+                    changed = True
+                    for c in st.inputs:
+                        c.unused = True
+                        self.stages[c.src].outputs[c.src_port].remove(c)
 
     def compile(self) -> Reachability:
         """Check the graph and compute could-result-in between all its locations."""

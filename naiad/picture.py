@@ -74,7 +74,10 @@ def graph_dot(graph: "LogicalGraph") -> str:
     def emit(scope: Scope, indent: str) -> None:
         for st in members.get(scope, []):
             attrs = [f"label={_quote(st.name)}"]
-            if st.kind in _SHAPES:
+            if st.unused:
+                attrs.append('style="rounded,dashed"')
+                attrs.append('fontcolor="#888888"')
+            elif st.kind in _SHAPES:
                 attrs.append(f"shape={_SHAPES[st.kind]}")
                 attrs.append('fillcolor="#fdf1dc"')
             lines.append(f"{indent}\"s{st.id}\" [{', '.join(attrs)}];")
@@ -91,8 +94,10 @@ def graph_dot(graph: "LogicalGraph") -> str:
         attrs = [f"label={_quote(label)}"] if label else []
         if graph.stages[c.src].kind == FEEDBACK:
             attrs.append("constraint=false")
-        if graph.stages[c.dst].kind == FEEDBACK:
+        if graph.stages[c.dst].kind == FEEDBACK or c.unused:
             attrs.append("style=dashed")
+        if c.unused:
+            attrs.append('color="#aaaaaa"')
         suffix = f" [{', '.join(attrs)}]" if attrs else ""
         lines.append(f'  "s{c.src}" -> "s{c.dst}"{suffix};')
     lines.append("}")
@@ -104,7 +109,7 @@ def graph_json(graph: "LogicalGraph") -> Dict[str, Any]:
     kind and loop path, connectors with their partitioning."""
     return {
         "stages": [{"id": st.id, "name": st.name, "kind": st.kind, "scope": _home(st).path(),
-                    "depth": _home(st).depth} for st in graph.stages],
+                    "depth": _home(st).depth, "unused": st.unused} for st in graph.stages],
         "connectors": [{"id": c.id, "src": c.src, "dst": c.dst,
                         "partitioning": _partitioning(c.exchange) or "pipeline"}
                        for c in graph.connectors],
