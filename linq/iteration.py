@@ -15,6 +15,7 @@ import inspect
 from typing import Any, Callable, Optional
 
 import stages
+from naiad.config import positive_int
 from naiad.errors import GraphError
 from naiad.graph import Stream
 from naiad.loops import LoopContext
@@ -40,9 +41,7 @@ class _AtCounter(Vertex):
 def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, what: str,
           partition_by: Optional[Callable[[Any], Any]], name: Optional[str]):
     need_callable(what, "body", body, "body(stream) -> stream or body(loop, stream) -> stream")
-    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
-        msg = f"{what} needs a positive integer number of iterations; got {iterations!r}"
-        raise ValueError(msg)
+    positive_int("iterations", iterations, what=f"{what}: the number of iterations")
     loop = LoopContext(stream.computation, name or what)
     entered = loop.enter(stream)
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)

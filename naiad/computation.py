@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time as _time
 from typing import Any, Dict, List, Optional, Sequence
 
 from naiad import partition
+from naiad.config import OPTIONS, check_options, positive_int
 from naiad.errors import NaiadError
 from naiad.graph import INPUT, LogicalGraph
 from naiad.meter import Meter
@@ -15,42 +15,7 @@ from naiad.observe import Observer, wanted
 from naiad.picture import graph_dot
 from naiad.worker import Worker
 
-__all__ = ["Computation"]
-
-# Options accepted by Computation and naiad.execute, with their defaults.
-OPTIONS: Dict[str, Any] = {
-    "accumulate": True,          # accumulate progress updates before broadcasting (paper 3.3.2b)
-    "debug_progress": False,     # check every progress invariant as the computation runs
-    "connect_timeout": 30.0,     # seconds to wait for the other processes at start
-    "heartbeat_timeout": 6.0,    # seconds of silence after which a peer counts as dead
-    "secret": None,              # shared secret for CURVE authentication between hosts
-    "listen": None,              # address to listen on when hosts are not given (loopback)
-    "rendezvous": None,          # callable(endpoint) -> all endpoints, for launchers
-    "checkpoint_dir": None,
-    "checkpoint_every": None,
-    "checkpoint_interval": None,
-    "checkpoint_keep": 3,
-    "max_restarts": None,         # restarts after a failure; 3 when checkpoint_dir is set
-    "trace": None,                # directory for the event trace (JSON lines per worker)
-    "monitor": None,              # port of the live monitoring page on 127.0.0.1
-    "report_to": None,            # monitor page served by another process (set by launchers)
-    "progress": None,             # progress in the terminal (execute and naiad.spark.execute)
-}
-
-
-def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    """Fill defaults; reject unknown option names with the list of known ones."""
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        msg = (f"unknown option(s) {', '.join(unknown)}; known options: "
-               f"{', '.join(sorted(OPTIONS))}")
-        raise TypeError(msg)
-    merged = dict(OPTIONS)
-    if os.environ.get("NAIAD_DEBUG_PROGRESS") == "1":
-        merged["debug_progress"] = True
-    merged.update(options)
-    return merged
-
+__all__ = ["Computation", "OPTIONS", "check_options"]
 
 class Computation:
     """One process's part of a timely dataflow computation (SPMD: every process builds the same graph).
@@ -68,11 +33,9 @@ class Computation:
 
     def __init__(self, *, process_index: int = 0, processes: int = 1, workers: int = 1,
                  hosts: Optional[Sequence[str]] = None, **options: Any):
-        for name, value, low in (("processes", processes, 1), ("workers", workers, 1),
-                                 ("process_index", process_index, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                msg = f"{name} must be an integer >= {low}; got {value!r}"
-                raise ValueError(msg)
+        positive_int("processes", processes)
+        positive_int("workers", workers)
+        positive_int("process_index", process_index, minimum=0)
         if process_index >= processes:
             msg = f"process_index {process_index} is out of range for {processes} processes"
             raise ValueError(msg)

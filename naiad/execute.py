@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, List
 
-from naiad.computation import Computation, check_options
+from naiad.computation import Computation
+from naiad.config import check_options, positive_int
 from naiad.observe import watch
 
 __all__ = ["execute", "run_program"]
@@ -46,10 +47,8 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
     if not callable(program):
         msg = f"execute needs a callable program(comp); got {type(program).__name__}"
         raise TypeError(msg)
-    for name, value in (("processes", processes), ("workers", workers)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            msg = f"{name} must be a positive integer; got {value!r}"
-            raise ValueError(msg)
+    positive_int("processes", processes)
+    positive_int("workers", workers)
     options = check_options(options)
     watching = None
     if processes == 1:        # more processes: the launcher serves the page (naiad.launch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from naiad.config import positive_int
 from naiad.errors import GraphError
 from naiad.graph import EGRESS, FEEDBACK, INGRESS, Scope, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
@@ -131,10 +132,8 @@ class LoopContext:
         if self.scope is None:
             # Not entered yet: a loop at the top level (nested loops give parent= or enter first).
             self._bind(self.comp.graph.top)
-        if max_iterations is not None and (not isinstance(max_iterations, int)
-                                           or max_iterations < 1):
-            msg = f"max_iterations must be a positive integer or None; got {max_iterations!r}"
-            raise ValueError(msg)
+        if max_iterations is not None:
+            positive_int("max_iterations", max_iterations, what="max_iterations (or None)")
         graph = self.comp.graph
         stage = graph.add_stage(f"{self.name}.feedback", FEEDBACK,
                                 lambda: _Feedback(max_iterations), self.scope)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Set, Iterable
 
+from naiad.config import DEBUG_ENV, debug_progress_default
 from naiad.progress.reachability import Reachability
 from naiad.progress.timestamp import Timestamp
 
@@ -12,13 +12,9 @@ __all__ = ["DEBUG_ENV", "Tracker", "debug_enabled"]
 
 Pointstamp = tuple[int, Timestamp]
 
-DEBUG_ENV = "NAIAD_DEBUG_PROGRESS"
-"""Set this environment variable to ``1`` to check every tracker's invariants after each update."""
-
-
-def debug_enabled() -> bool:
-    """Whether :data:`DEBUG_ENV` asks new trackers to validate themselves after every update."""
-    return os.environ.get(DEBUG_ENV) == "1"
+debug_enabled = debug_progress_default
+"""Whether :data:`~naiad.config.DEBUG_ENV` asks new trackers to validate themselves after every
+update."""
 
 
 def _minimal(times: Iterable[Timestamp]) -> list[Timestamp]:

@@ -27,7 +27,8 @@ import traceback
 from typing import Any, Callable, List, Optional, Union
 
 from naiad.observe import watch
-from naiad.computation import Computation, check_options
+from naiad.computation import Computation
+from naiad.config import check_options, positive_int
 from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
@@ -202,18 +203,14 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     if not callable(program):
         msg = f"naiad.spark.execute needs a callable program(comp, rows); got {type(program).__name__}"
         raise TypeError(msg)
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        msg = f"workers must be a positive integer; got {workers!r}"
-        raise ValueError(msg)
+    positive_int("workers", workers)
     options = _check_options(options)
     spark = _session_of(data)
     frame = is_dataframe(data)
     partitions = data.rdd.getNumPartitions() if frame else data.getNumPartitions()
     if processes is None:
         processes = max(1, partitions)
-    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
-        msg = f"processes must be a positive integer; got {processes!r}"
-        raise ValueError(msg)
+    positive_int("processes", processes)
     slots = task_slots(spark)
     if slots is not None and processes > slots:
         master = spark.sparkContext.master

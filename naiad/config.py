@@ -1,0 +1,151 @@
+"""Configuration: the options of a computation, their defaults, and their checks.
+
+This module imports nothing of the project, so every layer can use it.  :func:`check_options`
+fills the defaults and checks each option's type and range at the call (``naiad.execute``,
+``naiad.Computation``, ``naiad.spark.execute``), before any process or thread starts: a wrong
+value raises ``TypeError`` or ``ValueError`` naming the option and what it takes.
+
+>>> check_options({"checkpoint_every": 10})["checkpoint_every"]
+10
+>>> check_options({"heartbeat_timeout": -1})
+Traceback (most recent call last):
+...
+ValueError: option heartbeat_timeout must be a number > 0 (seconds); got -1
+>>> check_options({"checkpoint_evry": 10})
+Traceback (most recent call last):
+...
+TypeError: unknown option(s) checkpoint_evry; known options: accumulate, ...
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Optional, Tuple
+
+__all__ = ["OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
+           "describe"]
+
+
+def positive_int(name: str, value: Any, minimum: int = 1, what: str = "") -> int:
+    """``value`` when it is an int (not a bool) at least ``minimum``; else ValueError naming it."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        msg = f"{what or name} must be {kind}; got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _number(positive: bool) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            msg = f"option {name} must be a number (seconds); got {type(value).__name__} {value!r}"
+            raise TypeError(msg)
+        if positive and not value > 0:
+            msg = f"option {name} must be a number > 0 (seconds); got {value!r}"
+            raise ValueError(msg)
+    return check
+
+
+def _integer(minimum: int) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            msg = f"option {name} must be an integer; got {type(value).__name__} {value!r}"
+            raise TypeError(msg)
+        if value < minimum:
+            msg = f"option {name} must be an integer >= {minimum}; got {value!r}"
+            raise ValueError(msg)
+    return check
+
+
+def _kind(*types: type, text: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if not isinstance(value, types):
+            msg = f"option {name} must be {text}; got {type(value).__name__} {value!r}"
+            raise TypeError(msg)
+    return check
+
+
+def _callable(name: str, value: Any) -> None:
+    if not callable(value):
+        msg = f"option {name} must be callable; got {type(value).__name__} {value!r}"
+        raise TypeError(msg)
+
+
+def _secret(name: str, value: Any) -> None:
+    _kind(str, bytes, text="a string or bytes")(name, value)
+    if not value:
+        msg = f"option {name} must not be empty (leave it out to use NAIAD_SECRET)"
+        raise ValueError(msg)
+
+
+def _port(name: str, value: Any) -> None:
+    _integer(0)(name, value)
+    if value > 65535:
+        msg = f"option {name} must be a TCP port 0..65535 (0: any free port); got {value!r}"
+        raise ValueError(msg)
+
+
+_PATH = _kind(str, os.PathLike, text="a path (str or os.PathLike)")
+_BOOL = _kind(bool, text="True or False")
+
+# name -> (default, check of a value that is not None, whether None is allowed, meaning)
+OPTIONS: Dict[str, Tuple[Any, Callable[[str, Any], None], bool, str]] = {
+    "accumulate": (True, _BOOL, False,
+                   "accumulate progress updates before broadcasting (paper 3.3.2b)"),
+    "debug_progress": (False, _BOOL, False, "check every progress invariant as the run goes"),
+    "connect_timeout": (30.0, _number(True), False, "seconds to wait for the other processes"),
+    "heartbeat_timeout": (6.0, _number(True), False,
+                          "seconds of silence after which a peer counts as dead"),
+    "secret": (None, _secret, True, "shared secret for CURVE authentication"),
+    "listen": (None, _kind(str, text="a host name or address"), True,
+               "address to listen on when hosts are not given (loopback)"),
+    "rendezvous": (None, _callable, True, "callable(endpoint) -> all endpoints, for launchers"),
+    "checkpoint_dir": (None, _PATH, True, "directory of checkpoints, logs and outputs"),
+    "checkpoint_every": (None, _integer(1), True, "checkpoint every this many epochs"),
+    "checkpoint_interval": (None, _number(True), True, "checkpoint about every this many s"),
+    "checkpoint_keep": (3, _integer(1), False, "checkpoints kept"),
+    "max_restarts": (None, _integer(0), True,
+                     "restarts after a failure; 3 when checkpoint_dir is set"),
+    "trace": (None, _PATH, True, "directory for the event trace (JSON lines per worker)"),
+    "monitor": (None, _port, True, "port of the live monitoring page on 127.0.0.1"),
+    "report_to": (None, _kind(str, text="a URL"), True,
+                  "monitor page served by another process (set by launchers)"),
+    "progress": (None, _BOOL, True, "progress in the terminal (execute, naiad.spark.execute)"),
+}
+
+
+DEBUG_ENV = "NAIAD_DEBUG_PROGRESS"
+"""Set this environment variable to ``1`` to check every progress invariant as a run goes."""
+
+
+def debug_progress_default() -> bool:
+    """Whether :data:`DEBUG_ENV` asks for the progress invariant checks."""
+    return os.environ.get(DEBUG_ENV) == "1"
+
+
+def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Fill defaults; reject unknown names (listing the known ones) and wrong values."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        msg = (f"unknown option(s) {', '.join(unknown)}; known options: "
+               f"{', '.join(sorted(OPTIONS))}")
+        raise TypeError(msg)
+    merged = {name: spec[0] for name, spec in OPTIONS.items()}
+    if debug_progress_default():
+        merged["debug_progress"] = True
+    for name, value in options.items():
+        default, check, nullable, _ = OPTIONS[name]
+        if value is None:
+            if not nullable:
+                msg = f"option {name} cannot be None (its default is {default!r})"
+                raise TypeError(msg)
+        else:
+            check(name, value)
+        merged[name] = value
+    return merged
+
+
+def describe(name: str) -> Optional[str]:
+    """What an option means (for help texts)."""
+    spec = OPTIONS.get(name)
+    return None if spec is None else spec[3]

@@ -1,0 +1,68 @@
+"""Options are checked at the call, before any process starts: wrong type -> TypeError, wrong
+range -> ValueError, each naming the option."""
+
+import time
+
+import pytest
+
+import naiad
+
+BAD = [
+    ("heartbeat_timeout", -1, ValueError),
+    ("heartbeat_timeout", "6", TypeError),
+    ("connect_timeout", 0, ValueError),
+    ("checkpoint_every", 0, ValueError),
+    ("checkpoint_every", 2.5, TypeError),
+    ("checkpoint_every", True, TypeError),
+    ("checkpoint_interval", -3.0, ValueError),
+    ("checkpoint_keep", 0, ValueError),
+    ("max_restarts", -1, ValueError),
+    ("secret", "", ValueError),
+    ("secret", 1234, TypeError),
+    ("checkpoint_dir", 5, TypeError),
+    ("trace", 5, TypeError),
+    ("monitor", 70000, ValueError),
+    ("monitor", "8000", TypeError),
+    ("accumulate", None, TypeError),
+    ("accumulate", "yes", TypeError),
+    ("rendezvous", "not callable", TypeError),
+]
+
+
+def _program(comp):
+    raise AssertionError("the program must not run with a bad option")
+
+
+@pytest.mark.parametrize("name,value,error", BAD, ids=[f"{n}={v!r}" for n, v, _ in BAD])
+def test_a_bad_option_fails_at_the_call_naming_it(name, value, error):
+    t0 = time.monotonic()
+    with pytest.raises(error, match=f"option {name} "):
+        naiad.execute(_program, processes=2, **{name: value})
+    assert time.monotonic() - t0 < 2.0          # no process was started
+    with pytest.raises(error, match=f"option {name} "):
+        naiad.Computation(**{name: value})
+
+
+def test_an_unknown_option_lists_the_known_ones():
+    with pytest.raises(TypeError, match="unknown option.*checkpoint_evry.*known options: accum"):
+        naiad.execute(_program, checkpoint_evry=3)
+
+
+@pytest.mark.parametrize("kwargs,name", [({"processes": 0}, "processes"),
+                                         ({"workers": -2}, "workers"),
+                                         ({"workers": True}, "workers"),
+                                         ({"processes": 1.0}, "processes")])
+def test_counts_must_be_positive_integers(kwargs, name):
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+        naiad.execute(_program, **kwargs)
+
+
+def test_a_bad_option_is_not_retried_by_recovery(tmp_path):
+    calls = []
+
+    def program(comp):
+        calls.append(1)
+
+    with pytest.raises(ValueError, match="option checkpoint_every"):
+        naiad.execute(program, checkpoint_dir=str(tmp_path), checkpoint_every=-1, max_restarts=3)
+    assert calls == []
