@@ -16,7 +16,7 @@ from naiad.graph import Stream
 from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
-from naiad.checkpoint import CheckpointInUse
+from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError, OutputLost
 
 __all__ = [
     "Timestamp",
@@ -35,6 +35,9 @@ __all__ = [
     "ProgressViolation",
     "ComputationFailed",
     "CheckpointInUse",
+    "CheckpointLayoutError",
+    "LogFormatError",
+    "OutputLost",
 ]
 
 __version__ = "0.1.0"

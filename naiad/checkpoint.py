@@ -18,13 +18,12 @@ fsync (they survive a killed process) and fsynced at every checkpoint.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import hmac
 import json
 import os
 import pickle
 import shutil
-import socket
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -33,12 +32,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
-from naiad.epochlog import CheckpointWarning, EpochLog
+from naiad.ckptdir import CheckpointInUse, check_private, directory_key, lock
+from naiad.epochlog import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
 from naiad.files import open_private, write_atomic
 
 __all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
-           "CheckpointInUse"]
+           "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost", "FORMAT"]
 
 
 def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
@@ -101,52 +101,24 @@ def _remove_all(paths: List[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-class CheckpointInUse(NaiadError):
-    """Another run holds the checkpoint directory."""
-
-
-def _check_private(root: Path) -> None:
-    """Checkpoints are unpickled on recovery: refuse a directory someone else could write."""
-    st = root.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        msg = (f"checkpoint directory {root} belongs to uid {st.st_uid} with mode "
-               f"{oct(st.st_mode & 0o777)}; recovery unpickles what it holds, so it must belong "
-               f"to you and be writable by you only (chmod 700 {root}) or use another directory")
-        raise PermissionError(msg)
-
-
-def _lock(root: Path, process: int) -> int:
-    """An exclusive lock on the directory for process ``process`` of one run, held until
-    :meth:`CheckpointStore.close` (or the process's death): two runs sharing a directory would
-    mix their data, so the second one fails at once, naming the holder."""
-    path = root / f".lock-{process}"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        msg = (f"checkpoint directory {root} is in use by {holder} (process {process} of "
-               "another run); two runs must not share a checkpoint directory: wait for it to "
-               "end or give this run another checkpoint_dir")
-        raise CheckpointInUse(msg) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-    return fd
+class CheckpointLayoutError(NaiadError):
+    """A checkpoint was taken with another number of processes or workers than this run's."""
 
 
 class CheckpointStore:
     """One process's view of the checkpoint directory."""
 
     def __init__(self, directory: str | os.PathLike, process: int, processes: int,
-                 keep: int = 3):
+                 keep: int = 3, workers: int = 1):
         self.root = Path(directory)
         self.process = process
         self.processes = processes
+        self.workers = workers
         self.keep = max(1, int(keep))
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _check_private(self.root)
-        self._lock_fd: Optional[int] = _lock(self.root, process)
+        check_private(self.root)
+        self._lock_fd: Optional[int] = lock(self.root, process)
+        self.key = directory_key(self.root)
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
         self._marks: Dict[str, Any] = {}
@@ -155,7 +127,7 @@ class CheckpointStore:
         with self._logs_lock:
             log = self._logs.get(directory)
             if log is None:
-                log = self._logs[directory] = EpochLog(directory)
+                log = self._logs[directory] = EpochLog(directory, self.key)
             return log
 
     # ---- writing a checkpoint ------------------------------------------------------------------
@@ -200,9 +172,9 @@ class CheckpointStore:
         for p in range(self.processes):
             data = (base / f"proc-{p}.json").read_bytes()
             parts[str(p)] = {"sha256": _sha(data)}
-        manifest = {"epoch": epoch, "processes": self.processes, "fingerprint": fingerprint,
-                    "parts": parts}
-        manifest["sha256"] = _sha(json.dumps(manifest, sort_keys=True).encode())
+        manifest = {"format": FORMAT, "epoch": epoch, "processes": self.processes,
+                    "workers": self.workers, "fingerprint": fingerprint, "parts": parts}
+        manifest["hmac"] = self._mac(manifest)
         write_atomic(base / "MANIFEST.json", json.dumps(manifest, sort_keys=True).encode())
         self.prune()
 
@@ -242,6 +214,12 @@ class CheckpointStore:
                 return restored
         return None
 
+    def _mac(self, manifest: Dict[str, Any]) -> str:
+        """The manifest's HMAC: it lists the parts' hashes, which list the files' hashes, so it
+        authenticates every file of the checkpoint before anything is unpickled."""
+        data = json.dumps(manifest, sort_keys=True).encode()
+        return hmac.new(self.key, data, hashlib.sha256).hexdigest()
+
     def _warn(self, path: Path, why: str) -> None:
         warnings.warn(f"checkpoint file {path} {why}; using an earlier checkpoint",
                       CheckpointWarning, stacklevel=3)
@@ -253,22 +231,36 @@ class CheckpointStore:
             return None   # never committed: an interrupted checkpoint, not damage
         try:
             manifest = json.loads(mpath.read_bytes())
-            own = manifest.pop("sha256")
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            if not isinstance(manifest, dict):
+                raise ValueError(f"it holds a JSON {type(manifest).__name__}, not an object")
+        except (OSError, ValueError) as exc:
             self._warn(mpath, f"cannot be read ({type(exc).__name__}: {exc})")
             return None
-        if own != _sha(json.dumps(manifest, sort_keys=True).encode()):
-            self._warn(mpath, "fails its checksum")
+        if manifest.get("format") != FORMAT and "sha256" in manifest and "hmac" not in manifest:
+            msg = (f"checkpoint {base} is in format version 1 (written by an earlier release); "
+                   f"this release reads format version {FORMAT}: resume it with the release "
+                   "that wrote it, or start from a fresh checkpoint_dir")
+            raise LogFormatError(msg)
+        own = manifest.pop("hmac", None)
+        if not isinstance(own, str) or not hmac.compare_digest(own, self._mac(manifest)):
+            self._warn(mpath, "fails its HMAC (damaged, or not written with this directory's key)")
             return None
+        if manifest.get("format") != FORMAT:
+            msg = (f"checkpoint {base} is in format version {manifest.get('format')!r}; this "
+                   f"release reads format version {FORMAT}")
+            raise LogFormatError(msg)
         if manifest.get("fingerprint") != fingerprint:
             msg = (f"checkpoint directory {self.root} holds checkpoints of a different dataflow "
                    f"(fingerprint {manifest.get('fingerprint')} != {fingerprint}); use a fresh "
                    "directory for a different program")
             raise NaiadError(msg)
-        if manifest.get("processes") != self.processes:
-            msg = (f"checkpoint {base} was taken with {manifest.get('processes')} processes; "
-                   f"this run has {self.processes}")
-            raise NaiadError(msg)
+        layout = (manifest.get("processes"), manifest.get("workers"))
+        if layout != (self.processes, self.workers):
+            msg = (f"checkpoint {base} was taken with {layout[0]} process(es) x {layout[1]} "
+                   f"worker(s); this run has {self.processes} x {self.workers}: vertex state is "
+                   "partitioned by worker, so resume with the same processes= and workers=, or "
+                   "start from a fresh checkpoint_dir")
+            raise CheckpointLayoutError(msg)
         parts = {}
         for p, meta in manifest["parts"].items():
             ppath = base / f"proc-{p}.json"

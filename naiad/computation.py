@@ -141,7 +141,8 @@ class Computation:
         if self.options["checkpoint_dir"]:
             from naiad.checkpoint import CheckpointStore
             self.store = CheckpointStore(self.options["checkpoint_dir"], self.process_index,
-                                         self.processes, self.options["checkpoint_keep"])
+                                         self.processes, self.options["checkpoint_keep"],
+                                         workers=self.workers_per_process)
             self.restored = self.store.latest(self.graph.fingerprint())
         base = self.restored.epoch if self.restored is not None else 0
         initial = []

@@ -1,7 +1,14 @@
-"""An append-only, checksummed log of ``(epoch, records)``: inputs and delivered outputs.
+"""An append-only, authenticated log of ``(epoch, records)``: inputs and delivered outputs.
+
+Format version 2.  A segment file begins with the 8 bytes ``NAIADLG2``; each record is a header
+``<epoch: int64><length: uint64><HMAC-SHA256: 32 bytes>`` and the pickled payload.  The HMAC,
+keyed by the checkpoint directory's key (:func:`naiad.checkpoint.directory_key`), covers the
+epoch, the length and the payload, so a record that was damaged or written by someone without
+the key is never unpickled.  A segment without the header (format version 1, 32-bit lengths and
+a CRC) is refused with :class:`LogFormatError`.
 
 >>> import tempfile, pathlib
->>> log = EpochLog(pathlib.Path(tempfile.mkdtemp()))
+>>> log = EpochLog(pathlib.Path(tempfile.mkdtemp()), key=b"k" * 32)
 >>> log.append(0, pickle.dumps(["a", "b"]))
 >>> log.seal()
 >>> log.read(0), log.read(1)
@@ -10,34 +17,44 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import pickle
 import struct
 import threading
 import warnings
-import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from naiad.errors import NaiadError
 from naiad.files import open_private
 
-__all__ = ["EpochLog", "CheckpointWarning"]
+__all__ = ["EpochLog", "CheckpointWarning", "LogFormatError", "OutputLost", "FORMAT", "MAGIC"]
+
+FORMAT = 2
+MAGIC = b"NAIADLG2"
 
 
 class CheckpointWarning(UserWarning):
     """A checkpoint was found damaged or incomplete and is not used."""
 
 
-_RECORD = struct.Struct("<qII")   # epoch, payload length, crc32 of the payload
+class LogFormatError(NaiadError):
+    """A log or checkpoint was written in a format this release does not read."""
 
 
-def _crc32(data: bytes) -> int:
-    """zlib.crc32 in pieces small enough that it keeps the GIL (it releases it above 5 KB)."""
-    crc = 0
-    view = memoryview(data)
-    for i in range(0, len(view), 4096):
-        crc = zlib.crc32(view[i:i + 4096], crc)
-    return crc
+class OutputLost(NaiadError):
+    """Collected outputs of epochs before the checkpoint are damaged and cannot be recomputed."""
+
+
+_RECORD = struct.Struct("<qQ32s")   # epoch, payload length, HMAC-SHA256
+
+
+def _mac(key: bytes, epoch: int, payload: bytes) -> bytes:
+    h = hmac.new(key, struct.pack("<qQ", epoch, len(payload)), hashlib.sha256)
+    h.update(payload)
+    return h.digest()
 
 
 class EpochLog:
@@ -49,11 +66,12 @@ class EpochLog:
     before a checkpoint is on disk with it) and the next append opens a new one.  Segments are
     numbered in write order, and an epoch logged again later (recomputed output) replaces the
     earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
-    fails its CRC is reported by :meth:`read` as ``None`` with a warning.
+    fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
     """
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, key: bytes):
         self.dir = directory
+        self.key = key
         self._lock = threading.Lock()
         self._index: Optional[Dict[int, Tuple[Path, int, int, int]]] = None
         self._ranges: Dict[Path, Tuple[int, int]] = {}
@@ -77,8 +95,17 @@ class EpochLog:
     def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, int]]) -> int:
         """Index the complete records of ``path``; returns the length of its intact prefix."""
         size = path.stat().st_size
-        offset = 0
+        offset = len(MAGIC)
         with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+            if head != MAGIC:
+                if len(head) < len(MAGIC) and MAGIC.startswith(head):
+                    return 0            # the header itself was cut short: an empty segment
+                msg = (f"log {path} is not in format version {FORMAT} (it was written by an "
+                       "earlier release, in format version 1); this release cannot replay it: "
+                       "resume with the release that wrote it, or start from a fresh "
+                       "checkpoint_dir")
+                raise LogFormatError(msg)
             while offset + _RECORD.size <= size:
                 f.seek(offset)
                 epoch, length, crc = _RECORD.unpack(f.read(_RECORD.size))
@@ -100,9 +127,10 @@ class EpochLog:
                 self.dir.mkdir(parents=True, exist_ok=True)
                 self._path = self.dir / f"{seq:09d}.log"
                 self._file = open_private(self._path)
+                self._file.write(MAGIC)
                 self._end = self._file.tell()
             offset = self._end
-            crc = _crc32(payload)
+            crc = _mac(self.key, epoch, payload)
             record = _RECORD.pack(epoch, len(payload), crc) + payload
             # One system call: each one lets a busy worker thread take the GIL, and getting it
             # back can take a switch interval (5 ms), which would slow the feeding of inputs.
@@ -125,8 +153,9 @@ class EpochLog:
             with open(path, "rb") as f:
                 f.seek(offset)
                 payload = f.read(length)
-            if len(payload) != length or _crc32(payload) != crc:
-                msg = "fails its checksum"
+            if len(payload) != length or not hmac.compare_digest(
+                    _mac(self.key, epoch, payload), crc):
+                msg = "fails its HMAC: damaged, or not written with this directory's key"
                 raise ValueError(msg)
             return True, pickle.loads(payload)
         except Exception as exc:  # noqa: BLE001 - a damaged entry is not used

@@ -159,6 +159,15 @@ def as_exchange(partition_by) -> Any:
     return Exchange(partition_by)
 
 
+def _qualified(fn: Any) -> str:
+    """``module.qualname`` of a function or class (the same in every process of one program)."""
+    if fn is None:
+        return "-"
+    target = getattr(fn, "func", fn)         # functools.partial
+    name = getattr(target, "__qualname__", type(target).__qualname__)
+    return f"{getattr(target, '__module__', '?')}.{name}"
+
+
 class LogicalGraph:
     """Every stage and connector of one computation, in construction order."""
 
@@ -270,15 +279,14 @@ class LogicalGraph:
         return builder.build()
 
     def fingerprint(self) -> str:
-        """A digest of the graph's shape; processes compare it to detect differing programs."""
+        """A digest of the graph: its shape, each stage's vertex factory and each connector's
+        partitioning (by qualified name); processes compare it to detect differing programs,
+        and a checkpoint is resumed only by the dataflow that wrote it."""
         h = hashlib.sha256()
         for st in self.stages:
-            h.update(f"{st.id}|{st.name}|{st.kind}|{st.scope.depth}|{st.output_count};".encode())
+            h.update(f"{st.id}|{st.name}|{st.kind}|{st.scope.depth}|{st.output_count}|"
+                     f"{_qualified(st.factory)};".encode())
         for c in self.connectors:
-            kind = "x" if c.exchange.key is not None else "p"
+            kind = f"x:{_qualified(c.exchange.key)}" if c.exchange.key is not None else "p"
             h.update(f"{c.src}.{c.src_port}>{c.dst}.{c.dst_port}{kind};".encode())
         return h.hexdigest()[:16]
-
-    def describe(self) -> List[str]:
-        """One line per stage, for diagnostics."""
-        return [f"{st.id}: {st.name} ({st.kind}, scope {st.scope.path()})" for st in self.stages]

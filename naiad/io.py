@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
+from naiad.epochlog import OutputLost
 from naiad.errors import GraphError, NaiadError, VertexError
 from naiad.graph import VERTEX, StageDef, Stream
 from naiad.vertex import Vertex
@@ -157,10 +158,20 @@ class Collection(Subscription):
         self.results: Dict[int, list] = {}
 
     def attach(self, store, base: int) -> None:
-        """Resume: epochs collected before are loaded; recomputed ones replace them."""
+        """Resume: epochs collected before are loaded; recomputed ones replace them.  Every
+        epoch before the checkpoint must be there: one lost to damage cannot be recomputed
+        (its inputs are covered by the checkpoint), so it is named in an OutputLost error."""
         self.store = store
         if store is not None:
-            self.results.update(store.stored_outputs(self.name))
+            stored = store.stored_outputs(self.name)
+            missing = [e for e in range(base) if e not in stored]
+            if missing:
+                msg = (f"{self.name}: the collected records of epoch(s) {_ranges(missing)} are "
+                       f"damaged in the checkpoint directory (see the warnings) and the "
+                       f"checkpoint at epoch {base} covers their inputs, so they cannot be "
+                       "recomputed; rerun from a fresh checkpoint_dir to get them")
+                raise OutputLost(msg)
+            self.results.update(stored)
             self.delivered = base
 
     def deliver(self, epoch: int, records: list) -> None:
@@ -174,6 +185,16 @@ class Collection(Subscription):
     def records(self) -> list:
         """All collected records, epoch by epoch."""
         return [r for e in sorted(self.results) for r in self.results[e]]
+
+
+def _ranges(epochs: List[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
+    out, start = [], epochs[0]
+    for a, b in zip(epochs, epochs[1:] + [None]):
+        if b != a + 1:
+            out.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(out)
 
 
 class _SinkVertex(Vertex):

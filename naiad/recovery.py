@@ -6,7 +6,8 @@ import logging
 import time
 from typing import Any, Callable, Dict, List
 
-from naiad.checkpoint import CheckpointInUse
+from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError
+from naiad.epochlog import OutputLost
 from naiad.errors import GraphError, NaiadError
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
@@ -21,8 +22,10 @@ class RecoveryFailed(NaiadError):
 def permanent(exc: BaseException) -> bool:
     """A failure that a restart cannot cure: the program's own graph building or arguments
     (GraphError, or a bare TypeError or ValueError: failures inside vertices arrive wrapped in
-    a VertexError), a checkpoint directory that is not private, or one another run holds."""
-    return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse))
+    a VertexError), a checkpoint directory that is not private, or one another run holds, or
+    checkpoints of another layout or format."""
+    return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse, CheckpointLayoutError,
+                             LogFormatError, OutputLost))
             or type(exc) in (TypeError, ValueError))
 
 

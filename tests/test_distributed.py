@@ -242,3 +242,28 @@ def test_children_do_not_import_from_the_launchers_working_directory(tmp_path, m
 
     assert naiad.execute(program, processes=2) == ["cloudpickle", "cloudpickle"]
     assert not marker.exists()
+
+
+class _Twice(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, messages * 2, time)
+
+
+class _Once(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, messages, time)
+
+
+def test_processes_whose_graphs_differ_only_in_a_vertex_class_are_detected():
+    def program(comp):
+        inp = comp.new_input(name="numbers")
+        kind = _Twice if comp.process_index == 0 else _Once
+        stages.unary(inp.stream, kind, name="step").collect()
+        comp.activate()
+        inp.on_completed()
+        comp.join(timeout=20)
+
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed, match="different dataflow graph"):
+        naiad.execute(program, processes=2)
+    assert time.monotonic() - t0 < 30

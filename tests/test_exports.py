@@ -22,7 +22,7 @@ EXPORTS = {
         "Exchange", "Pipeline", "key_hash",
         "NaiadError", "GraphError", "VertexError", "TimeViolation", "ProgressViolation",
         "ComputationFailed",
-        "CheckpointInUse",
+        "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost",
     },
     stages: {
         "unary", "binary", "sink", "new_stage", "Stage", "LoopContext", "Feedback",

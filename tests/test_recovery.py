@@ -29,6 +29,7 @@ import linq  # noqa: F401 - installs the Stream methods used by the PageRank sam
 import naiad
 import stages
 from naiad.checkpoint import CheckpointWarning, EpochLog
+from naiad.ckptdir import directory_key
 from naiad.recovery import RecoveryFailed
 from naiad.testing import shard
 from samples import components_vertex, wordcount_vertex
@@ -599,7 +600,7 @@ def test_old_checkpoints_and_input_logs_are_pruned_keeping_the_last_k(tmp_path):
     naiad.execute(wordcount_program(epochs, tmp_path), checkpoint_dir=str(ckpt),
                   checkpoint_every=2, checkpoint_keep=2)
     assert sorted(d.name for d in ckpt.glob("ckpt-*")) == ["ckpt-000000012", "ckpt-000000014"]
-    logged = EpochLog(ckpt / "inputs" / "proc-0" / "lines").items()
+    logged = EpochLog(ckpt / "inputs" / "proc-0" / "lines", directory_key(ckpt)).items()
     assert sorted(logged) == [12, 13, 14]
     assert logged[13] == epochs[13]
 

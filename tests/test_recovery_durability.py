@@ -25,6 +25,7 @@ import pytest
 import linq  # noqa: F401 - installs the Stream methods used below
 import naiad
 from naiad.checkpoint import EpochLog
+from naiad.ckptdir import directory_key
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(),
                                 reason="needs /proc/self/fd to name fsynced descriptors")
@@ -139,4 +140,4 @@ def logged_epochs(segment: Path, scratch: Path) -> List[int]:
     alone = scratch / f"alone-{segment.parent.name}-{segment.name}"
     alone.mkdir()
     (alone / segment.name).write_bytes(segment.read_bytes())
-    return sorted(EpochLog(alone).items())
+    return sorted(EpochLog(alone, directory_key(segment.parents[3])).items())

@@ -1,0 +1,83 @@
+"""The checkpoint directory itself: who may use it, one run at a time, and its key.
+
+Recovery unpickles what the directory holds, so it must belong to the user and be writable by
+the user only (:func:`check_private`); two runs sharing it would mix their data, so each process
+of a run holds an exclusive lock on it (:func:`lock`); and everything that is unpickled from it
+is first authenticated with an HMAC keyed by the directory's key, a random 32-byte file ``KEY``
+(mode 0600) made when the directory is first used (:func:`directory_key`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import socket
+from pathlib import Path
+
+from naiad.errors import NaiadError
+
+__all__ = ["CheckpointInUse", "check_private", "lock", "directory_key"]
+
+
+class CheckpointInUse(NaiadError):
+    """Another run holds the checkpoint directory."""
+
+
+def check_private(root: Path) -> None:
+    """Refuse a directory someone else could write (PermissionError saying how to fix it)."""
+    st = root.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        msg = (f"checkpoint directory {root} belongs to uid {st.st_uid} with mode "
+               f"{oct(st.st_mode & 0o777)}; recovery unpickles what it holds, so it must belong "
+               f"to you and be writable by you only (chmod 700 {root}) or use another directory")
+        raise PermissionError(msg)
+
+
+def lock(root: Path, process: int) -> int:
+    """An exclusive lock on the directory for process ``process`` of one run, held until the
+    descriptor is closed (or the process dies); a second run fails at once, naming the holder."""
+    path = root / f".lock-{process}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        msg = (f"checkpoint directory {root} is in use by {holder} (process {process} of "
+               "another run); two runs must not share a checkpoint directory: wait for it to "
+               "end or give this run another checkpoint_dir")
+        raise CheckpointInUse(msg) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+    return fd
+
+
+def directory_key(root: Path) -> bytes:
+    """The directory's HMAC key, made on first use (atomically: concurrent processes of a run
+    all get the one that was linked into place first)."""
+    path = root / "KEY"
+    if not path.exists():
+        tmp = root / f".KEY-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)          # fails if another process made it first
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        msg = (f"checkpoint key {path} must belong to you and be readable by you only "
+               f"(chmod 600 {path}); its mode is {oct(st.st_mode & 0o777)}")
+        raise PermissionError(msg)
+    key = path.read_bytes()
+    if len(key) != 32:
+        msg = f"checkpoint key {path} is damaged ({len(key)} bytes, not 32): use a fresh directory"
+        raise NaiadError(msg)
+    return key

@@ -1,0 +1,164 @@
+"""What recovery unpickles is authenticated; what it cannot use is refused with a clear error.
+
+Attacks and damage go through the real files of a real checkpoint directory: forged log records
+and manifests (HMAC-checked with the directory's key before anything is unpickled), a manifest
+that is not an object, collected outputs lost to damage, a different layout, an earlier format.
+"""
+
+import hashlib
+import json
+import pickle
+import struct
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import naiad
+from naiad.checkpoint import CheckpointWarning
+from naiad.epochlog import MAGIC
+
+
+def _program(epochs, stop_after=None):
+    """Each process feeds its share; returns the collected records per epoch."""
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        got = inp.stream.collect()
+        comp.activate()
+        for e, recs in enumerate(epochs):
+            if stop_after is not None and e == stop_after:
+                raise KeyboardInterrupt("stopping the first run")
+            inp.on_next(recs[comp.process_index::comp.processes])
+        inp.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}
+    return program
+
+
+EPOCHS = [[f"e{e}-{i}" for i in range(6)] for e in range(8)]
+
+
+def _first_run(ckpt: Path, workers=1):
+    """Stop after 6 epochs, with checkpoints at 2 and 4."""
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(_program(EPOCHS, stop_after=6), workers=workers, checkpoint_dir=str(ckpt),
+                      checkpoint_every=2, max_restarts=0)
+
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.marker), "owned"))
+
+
+def test_a_forged_input_log_record_is_never_unpickled(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    marker = tmp_path / "owned"
+    payload = pickle.dumps([_Exploit(str(marker))])
+    segment = sorted((ckpt / "inputs" / "proc-0" / "lines").glob("*.log"))[-1]
+    # A well-formed record for epoch 5 with a made-up MAC (the forger has no key).
+    record = struct.pack("<qQ32s", 5, len(payload), hashlib.sha256(payload).digest()) + payload
+    with open(segment, "ab") as f:
+        f.write(record)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    assert not marker.exists()
+    assert any("fails its HMAC" in str(w.message) for w in caught)
+
+
+def test_a_forged_manifest_is_refused_and_the_previous_checkpoint_used(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    newest = sorted(ckpt.glob("ckpt-*"))[-1] / "MANIFEST.json"
+    manifest = json.loads(newest.read_text())
+    manifest["epoch"] = 99
+    body = {k: v for k, v in manifest.items() if k != "hmac"}
+    manifest["hmac"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    newest.write_text(json.dumps(manifest))
+    with pytest.warns(CheckpointWarning, match="MANIFEST.json fails its HMAC"):
+        result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
+
+
+@pytest.mark.parametrize("content", ["[]", "null", "42", '"text"'])
+def test_a_manifest_that_is_not_an_object_is_damage_not_a_crash(tmp_path, content):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    (sorted(ckpt.glob("ckpt-*"))[-1] / "MANIFEST.json").write_text(content)
+    with pytest.warns(CheckpointWarning, match="cannot be read"):
+        result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
+
+
+def test_damaged_collected_outputs_are_named_not_silently_dropped(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    for segment in (ckpt / "outputs" / "proc-0").glob("collect*/*.log"):
+        data = bytearray(segment.read_bytes())
+        data[len(MAGIC) + 60] ^= 0xFF                   # inside the first record's payload
+        segment.write_bytes(bytes(data))
+    t0 = time.monotonic()
+    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0, 2 are damaged"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+    assert time.monotonic() - t0 < 20                  # not retried
+
+
+def test_resuming_with_another_layout_is_refused_naming_both(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt, workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(naiad.CheckpointLayoutError,
+                       match=r"1 process\(es\) x 2 worker\(s\); this run has 1 x 1"):
+        naiad.execute(_program(EPOCHS), workers=1, checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+    assert time.monotonic() - t0 < 20
+
+
+def test_a_checkpoint_of_format_version_1_is_refused_naming_the_version(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    for manifest_path in ckpt.glob("ckpt-*/MANIFEST.json"):
+        manifest = json.loads(manifest_path.read_text())
+        # What the earlier release wrote: no format field, a bare sha256 of the content.
+        body = {k: v for k, v in manifest.items() if k not in ("hmac", "format", "workers")}
+        body["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        manifest_path.write_text(json.dumps(body))
+    with pytest.raises(naiad.LogFormatError, match="format version 1"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+
+
+def test_an_input_log_of_format_version_1_is_refused(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    for segment in (ckpt / "inputs").rglob("*.log"):
+        segment.write_bytes(segment.read_bytes()[len(MAGIC):])     # the old layout: no header
+    with pytest.raises(naiad.LogFormatError, match="format version 1"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+
+
+def test_the_directory_key_is_private(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    key = ckpt / "KEY"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    key.chmod(0o644)
+    with pytest.raises(PermissionError, match="chmod 600"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+
+
+def test_log_record_lengths_are_64_bit(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    segment = sorted((ckpt / "inputs" / "proc-0" / "lines").glob("*.log"))[0]
+    data = segment.read_bytes()
+    assert data[:len(MAGIC)] == MAGIC
+    epoch, length = struct.unpack_from("<qQ", data, len(MAGIC))
+    record = data[len(MAGIC) + 48:len(MAGIC) + 48 + length]
+    assert pickle.loads(record) == EPOCHS[epoch]
