@@ -267,3 +267,41 @@ def test_processes_whose_graphs_differ_only_in_a_vertex_class_are_detected():
     with pytest.raises(naiad.ComputationFailed, match="different dataflow graph"):
         naiad.execute(program, processes=2)
     assert time.monotonic() - t0 < 30
+
+
+MAIN_SCRIPT = '''
+import naiad, stages
+
+class Point:                      # defined in __main__: pickle cannot find it by name elsewhere
+    def __init__(self, x):
+        self.x = x
+
+class Double(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, [Point(p.x * 2) for p in messages], time)
+
+def program(comp):
+    inp = comp.new_input()
+    out = stages.unary(inp.stream, Double, partition_by=lambda p: p.x, name="double")
+    got = stages.unary(out, Double, partition_by=lambda p: p.x + 1, name="again").collect()
+    comp.activate()
+    inp.on_next([Point(i) for i in range(comp.process_index, 20, comp.processes)])
+    inp.on_completed()
+    comp.join(timeout=60)
+    return sorted(p.x for p in got.results[0])
+
+if __name__ == "__main__":
+    parts = naiad.execute(program, processes=2)
+    print(sorted(parts[0] + parts[1]))
+'''
+
+
+def test_records_of_a_class_defined_in_main_cross_processes(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(MAIN_SCRIPT)
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == str(sorted(4 * i for i in range(20)))

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
+import cloudpickle
 import zmq
 
 from naiad.errors import ComputationFailed, NaiadError, VertexError
@@ -269,8 +270,13 @@ class ZmqFabric(LocalFabric):
         try:
             payload = pickle.dumps(items, protocol=5)
         except Exception:
-            self._explain_pickling(src, items)
-            raise
+            # Records of a class defined in the program's __main__ (or lambdas, closures) are
+            # pickled by value instead; the receiver's pickle.loads reads that too.
+            try:
+                payload = cloudpickle.dumps(items, protocol=5)
+            except Exception:
+                self._explain_pickling(src, items)
+                raise
         socks = self._push[src - self.first]
         sock = socks.get(dst)
         if sock is None:
@@ -292,12 +298,11 @@ class ZmqFabric(LocalFabric):
                 src_worker = src
                 src, dst = graph.stages[conn.src], graph.stages[conn.dst]
                 try:
-                    import cloudpickle  # records such as lambdas still travel
                     cloudpickle.dumps(item[3])
                 except Exception:
                     pass
                 else:
-                    continue
+                    continue        # this batch travels by value; another one is the culprit
                 bad = next((r for r in item[3] if not _picklable(r)), None)
                 msg = (f"records sent from stage {src.name!r} to stage {dst.name!r} at "
                        f"{item[2]!r} cannot be pickled to reach another process "
