@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import shutil
 from pathlib import Path
@@ -89,6 +90,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                    "locks or live Spark objects in its closure)")
             raise NaiadError(msg) from exc
         write_atomic(workdir / "program.pkl", payload)
+        _terminate_as_exit()
         procs = []
         for i in range(processes):
             cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
@@ -96,9 +98,23 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
             procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL))
         return _supervise(procs, workdir)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)     # the secret goes with it
         if watching is not None:
             watching.stop()
+
+
+def _terminate_as_exit() -> None:
+    """SIGTERM to the launcher ends it like an exception: the children are killed and the
+    private directory (with the run's secret) is removed on the way out.  Only the main thread
+    can install a handler; a launcher in another thread keeps the process's own."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _read_result(workdir: Path, i: int):

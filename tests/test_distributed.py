@@ -305,3 +305,54 @@ def test_records_of_a_class_defined_in_main_cross_processes(tmp_path):
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == str(sorted(4 * i for i in range(20)))
+
+
+SLEEPER = '''
+import time, naiad
+
+def program(comp):
+    comp.activate()
+    time.sleep(120)
+
+naiad.execute(program, processes=2)
+'''
+
+
+def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    launcher = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, TMPDIR=str(tmp)),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    children = []
+    while time.monotonic() < deadline and len(children) < 2:
+        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == launcher.pid]
+        time.sleep(0.1)
+    assert len(children) == 2 and list(tmp.glob("naiad-*")), "the run did not start"
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=20) == 128 + signal.SIGTERM
+    assert not list(tmp.glob("naiad-*")), "the private directory (with the secret) was left"
+    time.sleep(0.5)
+    assert not [c for c in children if _alive(c)], "children outlived the launcher"
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
