@@ -120,11 +120,19 @@ class Computation:
         if debug and self.processes == 1:
             from naiad.debug import GlobalView
             self._global_view = GlobalView(reach, self.initial_pointstamps)
-        self._workers = [
-            Worker(self, first + i, i, self.graph, reach, self.fabric,
-                   accumulate=bool(self.options["accumulate"]), debug=debug)
-            for i in range(self.workers_per_process)
-        ]
+        try:
+            self._workers = [
+                Worker(self, first + i, i, self.graph, reach, self.fabric,
+                       accumulate=bool(self.options["accumulate"]), debug=debug)
+                for i in range(self.workers_per_process)
+            ]
+        except BaseException as exc:
+            # A vertex factory (or a restore) failed here after the other processes connected:
+            # tell them the real error at once, and release the fabric.
+            self.fail(exc)
+            self._state = "stopped"
+            self._close()
+            raise
         if self.observer is not None:
             self.observer.start()
         self._state = "active"

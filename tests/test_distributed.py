@@ -356,3 +356,19 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_vertex_factory_failing_in_one_process_reaches_the_other_at_once():
+    """Processes started by hand: no launcher watches them, so the failing process itself must
+    tell its peers (it used to leave them waiting for a heartbeat timeout, or for ever)."""
+    import subprocess
+    import sys
+    script = str(Path(__file__).parent / "hand_started_factory_failure.py")
+    ports = [str(p) for p in free_ports(2)]
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, script, str(i), *ports], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    for i, out in enumerate(outs):
+        assert out.startswith(f"{i} VertexError") and "factory exploded" in out, out
+    assert time.monotonic() - t0 < 10
