@@ -17,7 +17,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from naiad import gcpolicy
-from naiad.errors import ProgressViolation, VertexError
+from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.partition import partition
 from naiad.progress.buffer import ProgressBuffer
@@ -435,6 +435,16 @@ class Worker:
             if count <= 0:
                 continue
             if loc in inputs:
+                if time[0] > epoch:
+                    # Some process fed past this boundary without stopping at it: the others
+                    # would wait for ever.  Fail, naming the boundary and the input.
+                    name = self.stages[stage_at[loc]].name
+                    msg = (f"checkpoint at epoch {epoch}: input {name!r} has already been fed "
+                           f"epoch {time[0]} in another process, which did not checkpoint at "
+                           f"epoch {epoch}; every process must checkpoint at the same epochs "
+                           "(checkpoint_every=, or comp.checkpoint() at the same point of the "
+                           "program in every process)")
+                    raise NaiadError(msg)
                 if time != boundary:
                     return False
             elif loc not in stage_at or time[0] < epoch:

@@ -162,3 +162,23 @@ def test_log_record_lengths_are_64_bit(tmp_path):
     epoch, length = struct.unpack_from("<qQ", data, len(MAGIC))
     record = data[len(MAGIC) + 48:len(MAGIC) + 48 + length]
     assert pickle.loads(record) == EPOCHS[epoch]
+
+
+def test_processes_checkpointing_at_different_epochs_fail_fast(tmp_path):
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        inp.stream.collect()
+        comp.activate()
+        for e in range(6):
+            if e == 2 + comp.process_index:          # process 1 is one epoch late
+                comp.checkpoint()
+            inp.on_next([e])
+        inp.on_completed()
+        comp.join(timeout=60)
+
+    t0 = time.monotonic()
+    with pytest.raises(naiad.NaiadError,
+                       match="checkpoint at epoch 2: input 'lines' has already been fed epoch 3"):
+        naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"),
+                      max_restarts=0)
+    assert time.monotonic() - t0 < 20
