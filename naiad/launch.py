@@ -117,6 +117,10 @@ def _on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+_GRACE = 3.0
+"""Seconds the launcher waits, after a process failed, for the others to end on their own."""
+
+
 def _read_result(workdir: Path, i: int):
     path = workdir / f"result.{i}"
     if not path.exists():
@@ -154,8 +158,10 @@ def _supervise(procs: List[subprocess.Popen], workdir: Path) -> List[Any]:
                     order.append(i)
                     if first_failure_at is None:
                         first_failure_at = time.monotonic()
-            if first_failure_at is not None and time.monotonic() - first_failure_at > 10.0:
-                _kill(procs, stopped, f"process {order[0]} failed 10 s earlier")
+            # The others report their own errors within a second of a failure (that is how
+            # the root cause is found); one that does not is stopped or hung: kill it.
+            if first_failure_at is not None and time.monotonic() - first_failure_at > _GRACE:
+                _kill(procs, stopped, f"process {order[0]} failed {_GRACE:g} s earlier")
             time.sleep(0.02)
     finally:
         _kill(procs, stopped, "the launcher stopped")

@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -372,3 +373,51 @@ def test_a_vertex_factory_failing_in_one_process_reaches_the_other_at_once():
     for i, out in enumerate(outs):
         assert out.startswith(f"{i} VertexError") and "factory exploded" in out, out
     assert time.monotonic() - t0 < 10
+
+
+class _HoldTheGil(naiad.Vertex):
+    """One C call that keeps the GIL for seconds (a big-integer power), in process 1 only."""
+
+    def on_recv_batch(self, edge, messages, time_):
+        if self.index == 1:
+            t0 = time.monotonic()
+            pow(7, 6 * 10**6)
+            self.send_by(0, time.monotonic() - t0, time_)
+
+
+def test_a_vertex_holding_the_gil_longer_than_the_heartbeat_timeout_is_not_dead():
+    def program(comp):
+        inp = comp.new_input()
+        got = stages.unary(inp.stream, _HoldTheGil, partition_by=lambda r: r, name="gil").collect()
+        comp.activate()
+        inp.on_next([0, 1] if comp.process_index == 0 else [])
+        inp.on_completed()
+        comp.join(timeout=120)
+        return got.results.get(0, [])
+
+    results = naiad.execute(program, processes=2, heartbeat_timeout=1.0)
+    held = results[1]
+    assert len(held) == 1 and held[0] > 1.0, held      # it really held the GIL past the bound
+
+
+class _StopSelf(naiad.Vertex):
+    def on_recv(self, edge, message, time_):
+        if self.index == 1 and time_.epoch == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        self.send_by(0, message, time_)
+
+
+def test_a_stopped_peer_is_detected_within_15_s():
+    def program(comp):
+        inp = comp.new_input()
+        stages.unary(inp.stream, _StopSelf, partition_by=lambda r: r, name="stopper").collect()
+        comp.activate()
+        for _ in range(3):
+            inp.on_next([0, 1] if comp.process_index == 0 else [])
+        inp.on_completed()
+        comp.join(timeout=120)
+
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed, match=r"process 1 .* is gone"):
+        naiad.execute(program, processes=2)       # the default heartbeat_timeout (6 s)
+    assert time.monotonic() - t0 < 15

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import cloudpickle
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError, VertexError
 from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
@@ -33,9 +34,8 @@ __all__ = ["ZmqFabric"]
 log = logging.getLogger("naiad.transport")
 
 # Frame tags.
-BATCH, HELLO, BEAT, FAIL, DONE, ARRIVE = b"D", b"H", b"B", b"F", b"E", b"A"
+BATCH, HELLO, FAIL, DONE, ARRIVE = b"D", b"H", b"F", b"E", b"A"
 _ITEMS_BEFORE_FLUSH = 64
-_BEAT_EVERY = 0.5
 
 
 def _bind_address(host_port: str) -> str:
@@ -138,10 +138,16 @@ class ZmqFabric(LocalFabric):
             msg = f"rendezvous returned {len(self.endpoints)} endpoints for {self.processes} processes"
             raise NaiadError(msg)
         self.fingerprint = comp.graph.fingerprint()
-        self._ctl_push: Dict[int, zmq.Socket] = {p: self._connect(p) for p in self._peers()}
+        self._ctl_push: Dict[int, zmq.Socket] = {p: self._connect(p, heartbeat=True)
+                                                 for p in self._peers()}
+        # ZeroMQ's own heartbeats run in its I/O thread, without the GIL: a peer whose vertex
+        # holds the GIL for long stays connected, one that is stopped or gone is disconnected.
+        self._monitors: Dict[zmq.Socket, int] = {
+            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED): p
+            for p, s in self._ctl_push.items()}
+        self._connected: set = set()
         self._hello: Dict[int, tuple] = {}
         self._done_from: set = set()
-        self._last_heard: Dict[int, float] = {}
         self._ready = threading.Event()
         self._finished = threading.Event()
         self._stop_thread = False
@@ -153,10 +159,16 @@ class ZmqFabric(LocalFabric):
     def _peers(self):
         return [p for p in range(self.processes) if p != self.process_index]
 
-    def _connect(self, proc: int, endpoint: Optional[str] = None) -> zmq.Socket:
+    def _connect(self, proc: int, endpoint: Optional[str] = None,
+                 heartbeat: bool = False) -> zmq.Socket:
         sock = self.ctx.socket(zmq.PUSH)
         sock.linger = 0
         sock.sndhwm = 0
+        if heartbeat:
+            ms = max(100, int(self.heartbeat_timeout * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_IVL, max(50, min(1000, ms // 4)))
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms)
+            sock.setsockopt(zmq.HEARTBEAT_TTL, ms)
         if self.keys is not None:
             self.keys.connect_as_client(sock)
         sock.connect(endpoint or self.endpoints[proc])
@@ -367,6 +379,8 @@ class ZmqFabric(LocalFabric):
         for socks in self._push:
             for s in socks.values():
                 s.close(linger=0)
+        for mon in getattr(self, "_monitors", {}):
+            mon.close(linger=0)
         for s in getattr(self, "_ctl_push", {}).values():
             s.close(linger=500)   # lets a final DONE or FAIL reach a live peer
         pull = getattr(self, "pull", None)
@@ -402,17 +416,10 @@ class ZmqFabric(LocalFabric):
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
-        start = time.monotonic()
-        next_beat = start
+        for mon in self._monitors:
+            poller.register(mon, zmq.POLLIN)
         sent_done = False
         while not self._stop_thread:
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + _BEAT_EVERY
-                for p, s in self._ctl_push.items():
-                    if p not in self._done_from:
-                        s.send_multipart([BEAT, me.to_bytes(4, "little"), b""])
-                self._check_silence(now, start)
             while True:
                 try:
                     tag, value = self._control.get_nowait()
@@ -432,12 +439,15 @@ class ZmqFabric(LocalFabric):
                         s.send_multipart([DONE, me.to_bytes(4, "little"), b""])
             if sent_done and len(self._done_from) == self.processes - 1:
                 self._finished.set()
-            events = dict(poller.poll(max(1.0, (next_beat - time.monotonic()) * 1000)))
+            events = dict(poller.poll(1000))
             if self._wake_r in events:
                 try:
                     os.read(self._wake_r, 65536)
                 except BlockingIOError:
                     pass
+            for mon, p in self._monitors.items():
+                if mon in events:
+                    self._on_monitor(mon, p)
             if self.pull not in events:
                 continue
             while True:
@@ -447,9 +457,6 @@ class ZmqFabric(LocalFabric):
                     break
                 tag = frames[0].bytes
                 proc = int.from_bytes(frames[1].bytes, "little")
-                self._last_heard[proc] = time.monotonic()
-                if tag == BEAT:
-                    continue
                 if tag == HELLO:
                     self._hello[proc] = pickle.loads(frames[2].bytes)
                     if len(self._hello) == self.processes - 1:
@@ -466,17 +473,23 @@ class ZmqFabric(LocalFabric):
                     self._done_from.add(proc)
                     self.comp.fail(exc)
 
-    def _check_silence(self, now: float, start: float) -> None:
-        if not self._ready.is_set() or self.comp._failure is not None:
-            return
-        for p in self._peers():
-            if p in self._done_from:
-                continue
-            last = self._last_heard.get(p, start)
-            if now - last > self.heartbeat_timeout:
+    def _on_monitor(self, mon: zmq.Socket, p: int) -> None:
+        """A connection event of the control socket to process ``p``."""
+        while True:
+            try:
+                event = recv_monitor_message(mon, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected.add(p)
+            elif (event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected
+                  and p not in self._done_from and self.comp._failure is None
+                  and not self._closed):
                 exc = ComputationFailed(
-                    f"process {p} ({self.endpoints[p]}) has sent nothing for "
-                    f"{now - last:.1f} s: it died or hangs; process {self.process_index} stops")
+                    f"process {p} ({self.endpoints[p]}) is gone: its connection closed, or "
+                    f"answered no heartbeat for {self.heartbeat_timeout:g} s (it exited, was "
+                    f"killed or stopped, or its host is unreachable); process "
+                    f"{self.process_index} stops")
                 exc._naiad_remote = True
                 self._done_from.add(p)
                 self.comp.fail(exc)
