@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.config import OPTIONS, check_options, positive_int
 from naiad.errors import NaiadError
+from naiad.flow import EpochWindow
 from naiad.graph import INPUT, LogicalGraph
 from naiad.meter import Meter
 from naiad.observe import Observer, wanted
@@ -72,6 +73,7 @@ class Computation:
         self._snap_cv = threading.Condition()
         self.checkpoint_stats: List[Dict[str, Any]] = []
         self.observer: Optional[Observer] = Observer(self) if wanted(self.options) else None
+        self.window: Optional[EpochWindow] = None      # made at activate (flow control)
 
     # ---- the contract's properties --------------------------------------------------------
     @property
@@ -113,6 +115,9 @@ class Computation:
         reach = self.graph.compile()
         self.graph.frozen = True
         self._prepare_recovery()
+        bound = self.options["max_epochs_in_flight"]
+        if bound is not None:
+            self.window = EpochWindow(bound, self.workers_per_process, self.epochs_fed)
         self.fabric = self._make_fabric()
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
@@ -336,6 +341,8 @@ class Computation:
             self._failure = exc
         if self.observer is not None:
             self.observer.failed(exc)
+        if self.window is not None:
+            self.window.wake()
         for p in self.probes:
             p._wake()
         if self.fabric is not None:
@@ -347,6 +354,8 @@ class Computation:
             last = self._running == 0
         if last:
             self._done.set()
+            if self.window is not None:
+                self.window.wake()
             for p in self.probes:
                 p._wake()
 

@@ -51,6 +51,10 @@ class Input:
             self.epoch += 1          # covered by the checkpoint we resumed from
             return
         recs = records if type(records) is list else self._as_list(records)
+        window = comp.window
+        if window is not None and not window.room(epoch):
+            window.wait(epoch, self.name, comp.check_failed, self._lagging,
+                        comp.describe_progress)
         store = comp.store
         if store is not None:
             comp._before_epoch(epoch)
@@ -70,6 +74,10 @@ class Input:
         size = -(-len(recs) // n) if recs else 0
         for i in range(n):
             post(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+
+    def _lagging(self):
+        """This process's other open inputs, as ``(name, next epoch)``."""
+        return [(i.name, i.epoch) for i in self.comp.inputs if i is not self and not i.completed]
 
     def _as_list(self, records: Any) -> list:
         if isinstance(records, (str, bytes, bytearray, dict)):

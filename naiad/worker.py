@@ -10,6 +10,7 @@ worker blocks on its inbox.
 
 from __future__ import annotations
 
+import math
 import time as _time
 import traceback
 from collections import deque
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from naiad import gcpolicy
 from naiad.errors import NaiadError, ProgressViolation, VertexError
+from naiad.flow import low_epoch
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.partition import partition
 from naiad.progress.buffer import ProgressBuffer
@@ -93,6 +95,7 @@ class Worker:
         self.stopped: Optional[str] = None
         self.finished = False
         self.meter = comp.meter_for(index)
+        self.window = comp.window            # flow control at the inputs (None: off)
         self._seen_version = -1
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
@@ -172,6 +175,8 @@ class Worker:
             if self.meter is not None:
                 self.meter.publish_frontiers(self.tracker, self.stages)
                 self.meter.close()
+            if self.window is not None:
+                self.window.advance(self.local_index, math.inf)
             self.finished = True
             self.comp._worker_exited(self)
 
@@ -193,6 +198,8 @@ class Worker:
             self._flush_progress()
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
+                if self.window is not None:
+                    self.window.advance(self.local_index, low_epoch(tracker.frontier_view()))
                 if self.meter is not None and _time.monotonic() - self.meter.frontier_clock > 0.25:
                     self.meter.publish_frontiers(tracker, self.stages)
                 if self.global_view is not None:

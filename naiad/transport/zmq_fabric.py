@@ -35,6 +35,7 @@ log = logging.getLogger("naiad.transport")
 
 # Frame tags.
 BATCH, HELLO, FAIL, DONE, ARRIVE = b"D", b"H", b"F", b"E", b"A"
+_GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (its DONE)
 _ITEMS_BEFORE_FLUSH = 64
 
 
@@ -146,6 +147,7 @@ class ZmqFabric(LocalFabric):
             s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED): p
             for p, s in self._ctl_push.items()}
         self._connected: set = set()
+        self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
         self._hello: Dict[int, tuple] = {}
         self._done_from: set = set()
         self._ready = threading.Event()
@@ -439,7 +441,9 @@ class ZmqFabric(LocalFabric):
                         s.send_multipart([DONE, me.to_bytes(4, "little"), b""])
             if sent_done and len(self._done_from) == self.processes - 1:
                 self._finished.set()
-            events = dict(poller.poll(1000))
+            if self._gone:
+                self._check_gone()
+            events = dict(poller.poll(100 if self._gone else 1000))
             if self._wake_r in events:
                 try:
                     os.read(self._wake_r, 65536)
@@ -482,9 +486,18 @@ class ZmqFabric(LocalFabric):
                 return
             if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected.add(p)
-            elif (event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected
-                  and p not in self._done_from and self.comp._failure is None
-                  and not self._closed):
+            elif event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected:
+                # A peer that ended normally sent DONE before it closed, but on another
+                # connection: give that message a moment to arrive before calling it gone.
+                self._gone.setdefault(p, time.monotonic())
+
+    def _check_gone(self) -> None:
+        now = time.monotonic()
+        for p, since in list(self._gone.items()):
+            if p in self._done_from or self.comp._failure is not None or self._closed:
+                del self._gone[p]
+            elif now - since > _GONE_GRACE:
+                del self._gone[p]
                 exc = ComputationFailed(
                     f"process {p} ({self.endpoints[p]}) is gone: its connection closed, or "
                     f"answered no heartbeat for {self.heartbeat_timeout:g} s (it exited, was "

@@ -1,0 +1,86 @@
+"""Flow control at the inputs: at most ``max_epochs_in_flight`` epochs fed and not complete.
+
+Each worker tells the process's :class:`EpochWindow` the least epoch that is still active in its
+view of the progress state (its *low* epoch; every epoch below it is complete everywhere).
+``on_next`` for epoch ``e`` waits until ``e - low < bound``, so a producer that outruns the
+dataflow blocks instead of filling memory: with epochs of size ``s`` at most about
+``bound * s`` of input is queued anywhere.  A wait that could never end (another input of this
+process holds back the low epoch because it has not been fed) is an error naming that input.
+
+>>> w = EpochWindow(bound=2, workers=1)
+>>> w.room(1), w.room(2)
+(True, False)
+>>> w.advance(0, 1)
+>>> w.room(2)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any, Callable, Iterable, List
+
+from naiad.errors import NaiadError
+
+__all__ = ["EpochWindow", "low_epoch"]
+
+
+class EpochWindow:
+    """The low epoch of this process's workers, and the wait of the inputs for room."""
+
+    def __init__(self, bound: int, workers: int, base: int = 0):
+        self.bound = bound
+        self._low: List[float] = [base] * workers
+        self._cv = threading.Condition()
+        self.waited = 0.0          # seconds the inputs spent blocked (for benchmarks)
+
+    def advance(self, local_index: int, low: float) -> None:
+        """A worker's view: every epoch below ``low`` is complete (``inf``: all of them)."""
+        with self._cv:
+            if low != self._low[local_index]:
+                self._low[local_index] = low
+                self._cv.notify_all()
+
+    def wake(self) -> None:
+        """The computation failed or ended: waiting inputs look again."""
+        with self._cv:
+            self._cv.notify_all()
+
+    def low(self) -> float:
+        return min(self._low)
+
+    def room(self, epoch: int) -> bool:
+        """Whether feeding ``epoch`` keeps at most ``bound`` epochs in flight."""
+        return epoch - min(self._low) < self.bound
+
+    def wait(self, epoch: int, name: str, check: Callable[[], None],
+             lagging: Callable[[], Iterable[Any]], describe: Callable[[], str]) -> None:
+        """Block until ``epoch`` may be fed.  ``check`` raises the computation's failure;
+        ``lagging()`` lists this process's other open inputs as ``(name, epoch)``."""
+        if self.room(epoch):
+            return
+        t0 = time.monotonic()
+        with self._cv:
+            while not self.room(epoch):
+                check()
+                stuck = [(n, e) for n, e in lagging() if e <= epoch - self.bound]
+                if stuck:
+                    others = ", ".join(f"{n!r} (at epoch {e})" for n, e in stuck)
+                    msg = (f"input {name!r}: feeding epoch {epoch} would put more than "
+                           f"max_epochs_in_flight={self.bound} epochs in flight, and this "
+                           f"process's input(s) {others} hold the oldest ones open, so it "
+                           "would wait for ever: feed those inputs (or call on_completed) in "
+                           "step, or raise max_epochs_in_flight (None: no bound)")
+                    raise NaiadError(msg)
+                if math.isinf(self.low()):
+                    break            # everything is complete: the computation ended
+                self._cv.wait(1.0)
+        self.waited += time.monotonic() - t0
+        check()
+
+
+def low_epoch(frontier: Iterable[Any]) -> float:
+    """The least epoch among ``(location, time)`` pointstamps (``inf`` when there are none)."""
+    return min((t[0] for _, t in frontier), default=math.inf)
