@@ -2,9 +2,11 @@
 
 Each worker tells the process's :class:`EpochWindow` the least epoch that is still active in its
 view of the progress state (its *low* epoch; every epoch below it is complete everywhere).
-``on_next`` for epoch ``e`` waits until ``e - low < bound``, so a producer that outruns the
+``on_next`` for epoch ``e`` waits when ``e - low >= bound``, so a producer that outruns the
 dataflow blocks instead of filling memory: with epochs of size ``s`` at most about
-``bound * s`` of input is queued anywhere.  A wait that could never end (another input of this
+``bound * s`` of input is queued anywhere.  A blocked input resumes when half the window is free
+again, so that the program thread and the workers do not hand the GIL to each other at every
+epoch; the workers update the low epoch without a lock and wake the input only then.  A wait that could never end (another input of this
 process holds back the low epoch because it has not been fed) is an error naming that input.
 
 >>> w = EpochWindow(bound=2, workers=1)
@@ -34,13 +36,16 @@ class EpochWindow:
         self.bound = bound
         self._low: List[float] = [base] * workers
         self._cv = threading.Condition()
+        self._need = math.inf      # the low epoch a blocked input waits for
         self.waited = 0.0          # seconds the inputs spent blocked (for benchmarks)
 
     def advance(self, local_index: int, low: float) -> None:
         """A worker's view: every epoch below ``low`` is complete (``inf``: all of them)."""
-        with self._cv:
-            if low != self._low[local_index]:
-                self._low[local_index] = low
+        if low == self._low[local_index]:
+            return
+        self._low[local_index] = low
+        if min(self._low) >= self._need:
+            with self._cv:
                 self._cv.notify_all()
 
     def wake(self) -> None:
@@ -62,8 +67,10 @@ class EpochWindow:
         if self.room(epoch):
             return
         t0 = time.monotonic()
+        resume = epoch - (self.bound - self.bound // 2)   # half the window free again
         with self._cv:
-            while not self.room(epoch):
+            self._need = resume + 1
+            while min(self._low) <= resume:
                 check()
                 stuck = [(n, e) for n, e in lagging() if e <= epoch - self.bound]
                 if stuck:
@@ -74,9 +81,8 @@ class EpochWindow:
                            "would wait for ever: feed those inputs (or call on_completed) in "
                            "step, or raise max_epochs_in_flight (None: no bound)")
                     raise NaiadError(msg)
-                if math.isinf(self.low()):
-                    break            # everything is complete: the computation ended
                 self._cv.wait(1.0)
+            self._need = math.inf
         self.waited += time.monotonic() - t0
         check()
 
