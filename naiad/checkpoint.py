@@ -131,6 +131,13 @@ class CheckpointStore:
             return log
 
     # ---- writing a checkpoint ------------------------------------------------------------------
+    def rotate_logs(self) -> None:
+        """At a boundary, in the inputs' thread: later epochs go to new log segments."""
+        with self._logs_lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.rotate()
+
     def ckpt_dir(self, epoch: int) -> Path:
         return self.root / f"ckpt-{epoch:09d}"
 

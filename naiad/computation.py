@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.config import OPTIONS, check_options, positive_int
 from naiad.errors import NaiadError
+from naiad.coordinator import Coordinator
 from naiad.flow import EpochWindow
 from naiad.graph import INPUT, LogicalGraph
 from naiad.meter import Meter
@@ -62,15 +63,11 @@ class Computation:
         self._lock = threading.Lock()
         self._running = 0
         self._done = threading.Event()
-        # Checkpoints (issue: recovery).
+        # Checkpoints and recovery.
         self.store = None
         self.restored = None
+        self.coordinator: Optional[Coordinator] = None
         self.initial_pointstamps: list = []
-        self._last_ckpt = 0
-        self._next_ckpt: Optional[int] = None
-        self._ckpt_clock = _time.monotonic()
-        self._snapshots: dict = {}
-        self._snap_cv = threading.Condition()
         self.checkpoint_stats: List[Dict[str, Any]] = []
         self.observer: Optional[Observer] = Observer(self) if wanted(self.options) else None
         self.window: Optional[EpochWindow] = None      # made at activate (flow control)
@@ -169,107 +166,30 @@ class Computation:
                 initial.append(((self.graph.stages[sid].loc, t), 1))
         self.initial_pointstamps = initial
         self.epochs_fed = base
-        self._last_ckpt = base
-        self._next_ckpt = self._first_boundary(base)
+        if self.store is not None:
+            self.coordinator = Coordinator(self, base)
         for inp in self.inputs:
             inp.base_epoch = base
         for sub in self.subscriptions:
             sub.attach(self.store, base)
 
     # ---- checkpoints ---------------------------------------------------------------------------
-    def _first_boundary(self, base: int) -> Optional[int]:
-        every = self.options["checkpoint_every"]
-        if self.store is None:
-            return None
-        if every:
-            return (base // every + 1) * every
-        if self.options["checkpoint_interval"]:
-            return base + 1
-        return None
-
     def checkpoint(self) -> None:
         """Take a consistent checkpoint now, at the current epoch boundary (call it in every
-        process at the same point of the program, between on_next calls)."""
-        if self.store is None:
+        process at the same point of the program, between on_next calls); it is durable when
+        this returns."""
+        if self.coordinator is None:
             msg = "comp.checkpoint() needs checkpoint_dir=... in execute() or Computation()"
             raise NaiadError(msg)
-        boundary = self._aligned_boundary()
-        if boundary is None:
-            msg = ("comp.checkpoint(): the inputs are at different epochs; call it when every "
-                   "open input has been fed the same number of epochs")
-            raise NaiadError(msg)
-        if boundary > self._last_ckpt:
-            self._take_checkpoint(boundary)
-
-    def _aligned_boundary(self) -> Optional[int]:
-        epochs = {i.epoch for i in self.inputs if not i.completed}
-        return epochs.pop() if len(epochs) == 1 else None
+        self.coordinator.checkpoint_now()
 
     def _before_epoch(self, epoch: int) -> None:
-        """Called by an input before it feeds ``epoch``: checkpoint when the policy says so."""
-        nxt = self._next_ckpt
-        if nxt is None or epoch < nxt or epoch <= self._last_ckpt:
-            return
-        if self._aligned_boundary() != epoch:
-            return       # another input lags; the checkpoint waits for an aligned boundary
-        self._take_checkpoint(epoch)
-
-    def _take_checkpoint(self, epoch: int) -> None:
-        """Quiesce every worker at ``epoch``, write this process's part, agree, commit."""
-        from naiad.worker import CHECKPOINT
-        t0 = _time.monotonic()
-        with self._snap_cv:
-            self._snapshots = {}
-        for i in range(self.workers_per_process):
-            self.fabric.post(i, (CHECKPOINT, epoch))
-        with self._snap_cv:
-            while len(self._snapshots) < self.workers_per_process:
-                self.check_failed()
-                if self._done.is_set():
-                    msg = f"the workers stopped before checkpoint {epoch} was taken"
-                    raise NaiadError(msg)
-                self._snap_cv.wait(0.2)
-            snaps = dict(self._snapshots)
-        t1 = _time.monotonic()
-        states = {w: st for w, (st, _) in snaps.items()}
-        notifications = [n for _, (_, ns) in snaps.items() for n in ns]
-        open_inputs: Dict[int, int] = {}
-        for st in states.values():
-            for sid, e in st["__naiad__"]["inputs"].items():
-                open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
-        size = self.store.write_part(epoch, self.graph.fingerprint(), states, notifications,
-                                     open_inputs)
-        proposal = self._propose_next(epoch)
-        nxt = self.fabric.barrier(f"checkpoint-{epoch}", float(self.options["connect_timeout"])
-                                  + 600.0, proposal)
-        if self.process_index == 0:
-            self.store.commit(epoch, self.graph.fingerprint())
-        self._last_ckpt = epoch
-        self._next_ckpt = nxt
-        self._ckpt_clock = _time.monotonic()
-        kept = self.store.epochs()[-self.store.keep:]
-        for inp in self.inputs:
-            self.store.prune_inputs(inp.name, min(kept) if kept else epoch)
-        self.checkpoint_stats.append({"epoch": epoch, "bytes": size,
-                                      "quiesce_s": t1 - t0, "total_s": _time.monotonic() - t0})
-        if self.observer is not None:
-            self.observer.checkpoint(self.checkpoint_stats[-1])
-
-    def _propose_next(self, epoch: int) -> Optional[int]:
-        every = self.options["checkpoint_every"]
-        if every:
-            return epoch + every
-        interval = self.options["checkpoint_interval"]
-        if interval:
-            elapsed = max(1e-6, _time.monotonic() - self._ckpt_clock)
-            rate = (epoch - self._last_ckpt) / elapsed
-            return epoch + max(1, int(rate * float(interval)))
-        return None
+        if self.coordinator is not None:
+            self.coordinator.before_epoch(epoch)
 
     def _on_snapshot(self, worker, epoch: int, states, notifications) -> None:
-        with self._snap_cv:
-            self._snapshots[worker.index] = (states, notifications)
-            self._snap_cv.notify_all()
+        if self.coordinator is not None:
+            self.coordinator.on_snapshot(worker, epoch, states, notifications)
 
     def meter_for(self, worker: int) -> Optional[Meter]:
         """The meter of a worker of this process (None when neither trace nor monitor is on)."""
@@ -322,6 +242,8 @@ class Computation:
         for t in self._threads:
             t.join(timeout=5.0)
         partition.release_caches()      # the keys of this run need not outlive it
+        if self.coordinator is not None:
+            self.coordinator.close()    # the last checkpoint is committed before all closes
         if self.fabric is not None:
             self.fabric.close()
         if self.store is not None:

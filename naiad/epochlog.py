@@ -78,6 +78,7 @@ class EpochLog:
         self._file = None
         self._end = 0
         self._path: Optional[Path] = None
+        self._unsynced: List[Path] = []      # segments closed by rotate(), not yet fsynced
 
     def _segments(self) -> List[Path]:
         if not self.dir.exists():
@@ -174,9 +175,28 @@ class EpochLog:
                 out[epoch] = value
         return out
 
+    def rotate(self) -> None:
+        """Start a new segment at the next append (cheap: no fsync).  At a checkpoint boundary
+        this keeps the epochs before it in segments of their own, to be pruned together."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._unsynced.append(self._path)
+                self._file = None
+
     def seal(self) -> None:
         """Make what was appended durable and start a new segment at the next append."""
         with self._lock:
+            for path in self._unsynced:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue            # pruned meanwhile
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._unsynced = []
             if self._file is not None:
                 os.fsync(self._file.fileno())
                 self._file.close()

@@ -1,0 +1,69 @@
+"""Checkpoints written off the inputs' path: one background thread writes, agrees and commits.
+
+A checkpoint has a short part that must stop the dataflow — every worker quiescent at the
+boundary, its vertex states pickled in memory, and the processes agreed on the next boundary —
+and a long part that need not: sealing the logs, writing and fsyncing the state files, waiting
+until every process has written its part, and process 0 committing the manifest.  The
+:class:`Committer` runs the long part in order, one checkpoint at a time, while the inputs feed
+the next epochs.  A checkpoint is durable once its manifest is; until then recovery uses the
+previous one (whose input logs are kept until the next commit).  A failure in the background
+fails the computation.
+
+>>> done = []
+>>> c = Committer(on_error=done.append)
+>>> c.submit(lambda: done.append("written"))
+>>> c.flush(timeout=5)
+>>> done
+['written']
+>>> c.close()
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Optional
+
+from naiad.errors import NaiadError
+
+__all__ = ["Committer"]
+
+
+class Committer:
+    """A background thread that runs checkpoint jobs in order."""
+
+    def __init__(self, on_error: Callable[[BaseException], None]):
+        self.on_error = on_error
+        self._jobs: "queue.Queue[Optional[Callable[[], None]]]" = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="naiad-committer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                job()
+            except BaseException as exc:  # noqa: BLE001 - must reach the computation
+                self.on_error(exc)
+            finally:
+                self._jobs.task_done()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` after the jobs submitted before it."""
+        self._jobs.put(job)
+
+    def flush(self, timeout: float) -> None:
+        """Wait until every submitted job has run (TimeoutError naming the bound if not)."""
+        done = threading.Event()
+        self._jobs.put(done.set)
+        if not done.wait(timeout):
+            msg = (f"a checkpoint was still being written after {timeout:.0f} s (the disk is "
+                   "very slow, or another process never wrote its part)")
+            raise NaiadError(msg)
+
+    def close(self) -> None:
+        """Stop the thread after the jobs already submitted."""
+        self._jobs.put(None)
+        self._thread.join(timeout=30.0)

@@ -1,0 +1,151 @@
+"""When and how a consistent checkpoint is cut, without a coordinator process.
+
+At a boundary epoch ``b`` every process asks its workers to quiesce: a worker whose view holds
+nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
+progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
+states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
+on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
+states, waiting until every process wrote its part and committing the manifest happen behind,
+in the :class:`~naiad.committer.Committer`'s thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time as _time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from naiad.committer import Committer
+from naiad.errors import NaiadError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from naiad.computation import Computation
+
+__all__ = ["Coordinator", "CHECKPOINT_BOUND"]
+
+CHECKPOINT_BOUND = 600.0
+"""Seconds, beyond connect_timeout, that a process waits for the others at a checkpoint."""
+
+
+class Coordinator:
+    """The checkpoint policy and the cutting of checkpoints for one process."""
+
+    def __init__(self, comp: "Computation", base: int):
+        self.comp = comp
+        self.store = comp.store
+        self.last = base
+        self.next = self._first_boundary(base)
+        self.clock = _time.monotonic()
+        self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
+        self._snapshots: dict = {}
+        self._cv = threading.Condition()
+        self.committer = Committer(on_error=comp.fail)
+
+    @property
+    def bound(self) -> float:
+        return float(self.comp.options["connect_timeout"]) + CHECKPOINT_BOUND
+
+    # ---- the policy ----------------------------------------------------------------------------
+    def _first_boundary(self, base: int) -> Optional[int]:
+        opts = self.comp.options
+        if opts["checkpoint_every"]:
+            return (base // opts["checkpoint_every"] + 1) * opts["checkpoint_every"]
+        if opts["checkpoint_interval"]:
+            return base + 1
+        return None
+
+    def _propose_next(self, epoch: int) -> Optional[int]:
+        opts = self.comp.options
+        if opts["checkpoint_every"]:
+            return epoch + opts["checkpoint_every"]
+        if opts["checkpoint_interval"]:
+            elapsed = max(1e-6, _time.monotonic() - self.clock)
+            rate = (epoch - self.last) / elapsed
+            return epoch + max(1, int(rate * float(opts["checkpoint_interval"])))
+        return None
+
+    def aligned_boundary(self) -> Optional[int]:
+        epochs = {i.epoch for i in self.comp.inputs if not i.completed}
+        return epochs.pop() if len(epochs) == 1 else None
+
+    def before_epoch(self, epoch: int) -> None:
+        """Called by an input before it feeds ``epoch``: checkpoint when the policy says so."""
+        nxt = self.next
+        if nxt is None or epoch < nxt or epoch <= self.last:
+            return
+        if self.aligned_boundary() != epoch:
+            return       # another input lags; the checkpoint waits for an aligned boundary
+        self.take(epoch)
+
+    def checkpoint_now(self) -> None:
+        """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
+        boundary = self.aligned_boundary()
+        if boundary is None:
+            msg = ("comp.checkpoint(): the inputs are at different epochs; call it when every "
+                   "open input has been fed the same number of epochs")
+            raise NaiadError(msg)
+        if boundary > self.last:
+            self.take(boundary)
+        self.committer.flush(self.bound)
+        self.comp.check_failed()
+
+    # ---- cutting one ----------------------------------------------------------------------------
+    def take(self, epoch: int) -> None:
+        """Quiesce every worker at ``epoch`` and agree on the next boundary; the writing and the
+        commit go to the committer."""
+        from naiad.worker import CHECKPOINT
+        comp = self.comp
+        t0 = _time.monotonic()
+        with self._cv:
+            self._snapshots = {}
+        for i in range(comp.workers_per_process):
+            comp.fabric.post(i, (CHECKPOINT, epoch))
+        with self._cv:
+            while len(self._snapshots) < comp.workers_per_process:
+                comp.check_failed()
+                if comp._done.is_set():
+                    msg = f"the workers stopped before checkpoint {epoch} was taken"
+                    raise NaiadError(msg)
+                self._cv.wait(0.2)
+            snaps = dict(self._snapshots)
+        t1 = _time.monotonic()
+        self.store.rotate_logs()
+        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
+        self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
+        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
+
+    def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
+        with self._cv:
+            self._snapshots[worker.index] = (states, notifications)
+            self._cv.notify_all()
+
+    def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
+        """In the committer's thread: this process's part, every part, then the manifest."""
+        comp, store = self.comp, self.store
+        states = {w: st for w, (st, _) in snaps.items()}
+        notifications = [n for _, (_, ns) in snaps.items() for n in ns]
+        open_inputs: Dict[int, int] = {}
+        for st in states.values():
+            for sid, e in st["__naiad__"]["inputs"].items():
+                open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
+        fingerprint = comp.graph.fingerprint()
+        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
+        comp.fabric.barrier(f"written-{epoch}", self.bound)
+        if comp.process_index == 0:
+            store.commit(epoch, fingerprint)
+        kept = store.epochs()[-store.keep:]
+        for inp in comp.inputs:
+            store.prune_inputs(inp.name, min(kept) if kept else epoch)
+        self.stats.append({"epoch": epoch, "bytes": size, "quiesce_s": t1 - t0,
+                           "total_s": _time.monotonic() - t0})
+        if comp.observer is not None:
+            comp.observer.checkpoint(self.stats[-1])
+
+    def close(self) -> None:
+        """The run ended: let the last checkpoint finish (unless the run failed), stop."""
+        if self.comp._failure is None:
+            try:
+                self.committer.flush(self.bound)
+            except NaiadError as exc:
+                self.comp.fail(exc)
+        self.committer.close()
