@@ -289,6 +289,8 @@ class Computation:
     def shutdown(self) -> None:
         """Stop the workers without waiting for completion (after the program itself failed)."""
         if self._state == "active":
+            if self.coordinator is not None and self._failure is None:
+                self.coordinator.settle()
             if self.fabric is not None:
                 self.fabric.stop("the program stopped")
             self._done.wait(10.0)

@@ -98,12 +98,12 @@ def test_a_manifest_that_is_not_an_object_is_damage_not_a_crash(tmp_path, conten
 def test_damaged_collected_outputs_are_named_not_silently_dropped(tmp_path):
     ckpt = tmp_path / "ckpt"
     _first_run(ckpt)
-    for segment in (ckpt / "outputs" / "proc-0").glob("collect*/*.log"):
-        data = bytearray(segment.read_bytes())
-        data[len(MAGIC) + 60] ^= 0xFF                   # inside the first record's payload
-        segment.write_bytes(bytes(data))
+    segment = sorted((ckpt / "outputs" / "proc-0").glob("collect*/*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[len(MAGIC) + 60] ^= 0xFF                       # inside the first record: epoch 0
+    segment.write_bytes(bytes(data))
     t0 = time.monotonic()
-    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0, 2 are damaged"):
+    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0 are damaged"):
         naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
                       max_restarts=3)
     assert time.monotonic() - t0 < 20                  # not retried
