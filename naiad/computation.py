@@ -290,7 +290,7 @@ class Computation:
         """Stop the workers without waiting for completion (after the program itself failed)."""
         if self._state == "active":
             if self.coordinator is not None and self._failure is None:
-                self.coordinator.settle()
+                self.coordinator.settle()   # a checkpoint being written is finished first
             if self.fabric is not None:
                 self.fabric.stop("the program stopped")
             self._done.wait(10.0)

@@ -4,20 +4,16 @@ At a boundary epoch ``b`` every process asks its workers to quiesce: a worker wh
 nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
 progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
 states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
-on the next boundary (process 0's proposal, through a barrier).  None of this stops the program:
-the epochs it feeds meanwhile are logged and *held* (posted to the workers right after the cut,
-in order), so the workers drain the epochs before the boundary while the program prepares the
-next ones, and never wait for it afterwards.  Only the time-based policy, whose next boundary
-is process 0's proposal, waits for the agreement.  Writing the states, waiting until every
-process wrote its part and committing the manifest happen behind, in the
-:class:`~naiad.committer.Committer`'s thread.
+on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
+states, waiting until every process wrote its part and committing the manifest happen behind,
+in the :class:`~naiad.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
 
 import threading
 import time as _time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.committer import Committer
 from naiad.errors import NaiadError
@@ -43,13 +39,7 @@ class Coordinator:
         self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
         self._snapshots: dict = {}
         self._cv = threading.Condition()
-        self._held: Optional[List[Callable[[], None]]] = None   # posts held during a cut
-        self.committer = Committer(on_error=self._failed)
-
-    def _failed(self, exc: BaseException) -> None:
-        self.comp.fail(exc)
-        with self._cv:
-            self._cv.notify_all()
+        self.committer = Committer(on_error=comp.fail)
 
     @property
     def bound(self) -> float:
@@ -100,77 +90,34 @@ class Coordinator:
         self.comp.check_failed()
 
     # ---- cutting one ----------------------------------------------------------------------------
-    def hold(self, post: Callable[[], None]) -> bool:
-        """Keep ``post`` (an input's epoch or close) for after the cut in progress, if any."""
-        with self._cv:
-            if self._held is None:
-                return False
-            self._held.append(post)
-            return True
-
-    def _await_cut(self) -> None:
-        """Wait (bounded) until no cut is in progress."""
-        deadline = _time.monotonic() + self.bound
-        with self._cv:
-            while self._held is not None:
-                self.comp.check_failed()
-                if _time.monotonic() > deadline:
-                    msg = f"a checkpoint was not cut within {self.bound:.0f} s"
-                    raise NaiadError(msg)
-                self._cv.wait(0.2)
-
     def take(self, epoch: int) -> None:
-        """Start cutting a checkpoint at ``epoch``: the workers quiesce and snapshot, the
-        committer agrees on the next boundary, releases the held epochs, writes and commits."""
+        """Quiesce every worker at ``epoch`` and agree on the next boundary; the writing and the
+        commit go to the committer."""
         from naiad.worker import CHECKPOINT
         comp = self.comp
-        self._await_cut()              # one cut at a time
         t0 = _time.monotonic()
         with self._cv:
             self._snapshots = {}
-            self._held = []
-        self.store.rotate_logs()       # epochs from the boundary on go to new log segments
         for i in range(comp.workers_per_process):
             comp.fabric.post(i, (CHECKPOINT, epoch))
-        self.last = epoch
-        every = comp.options["checkpoint_every"]
-        self.next = epoch + every if every else None
-        self.committer.submit(lambda: self._cut(epoch, t0))
-        if not every:
-            self._await_cut()          # the next boundary is process 0's proposal: wait for it
+        with self._cv:
+            while len(self._snapshots) < comp.workers_per_process:
+                comp.check_failed()
+                if comp._done.is_set():
+                    msg = f"the workers stopped before checkpoint {epoch} was taken"
+                    raise NaiadError(msg)
+                self._cv.wait(0.2)
+            snaps = dict(self._snapshots)
+        t1 = _time.monotonic()
+        self.store.rotate_logs()
+        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
+        self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
+        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
     def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
         with self._cv:
             self._snapshots[worker.index] = (states, notifications)
             self._cv.notify_all()
-
-    def _cut(self, epoch: int, t0: float) -> None:
-        """In the committer's thread: wait for the snapshots, agree, release, then write."""
-        comp = self.comp
-        nxt, agreed = None, False
-        try:
-            with self._cv:
-                while len(self._snapshots) < comp.workers_per_process:
-                    comp.check_failed()
-                    if comp._done.is_set():
-                        return     # the run was stopped first: this checkpoint is not taken
-                    self._cv.wait(0.2)
-                snaps = dict(self._snapshots)
-            t1 = _time.monotonic()
-            nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound,
-                                      self._propose_next(epoch))
-            self.clock = _time.monotonic()
-            agreed = True
-        finally:
-            with self._cv:
-                held, self._held = self._held or [], None
-                if agreed and comp._failure is None:
-                    if not comp.options["checkpoint_every"]:
-                        self.next = nxt
-                    for post in held:
-                        post()
-                self._cv.notify_all()
-        self._write(epoch, snaps, t0, t1)
 
     def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
         """In the committer's thread: this process's part, every part, then the manifest."""
@@ -195,11 +142,11 @@ class Coordinator:
             comp.observer.checkpoint(self.stats[-1])
 
     def settle(self) -> None:
-        """Before the workers are stopped: let a cut in progress finish (bounded), so that the
-        checkpoint the program passed is taken, as it would be had it been cut at once."""
+        """The program stopped with its own error: finish writing the checkpoints it passed
+        (bounded); a failure doing so must not hide the program's error."""
         try:
-            self._await_cut()
-        except Exception:  # noqa: BLE001 - the run is being stopped anyway
+            self.committer.flush(self.bound)
+        except Exception:  # noqa: BLE001 - the program's own error is what is raised
             pass
 
     def close(self) -> None:

@@ -63,18 +63,11 @@ class Input:
                 recs = logged        # replay what was accepted before the failure
             else:
                 store.log_input(self.name, epoch, recs)
+        n = comp.workers_per_process
         self.epoch += 1
         if self.epoch > comp.epochs_fed:
             comp.epochs_fed = self.epoch
-        coordinator = comp.coordinator
-        if coordinator is not None and coordinator.hold(lambda: self._post(epoch, recs)):
-            return              # a checkpoint is being cut: posted right after it
-        self._post(epoch, recs)
-
-    def _post(self, epoch: int, recs: list) -> None:
-        """Hand this process's records of ``epoch`` to its workers, an equal share each."""
-        n = self.comp.workers_per_process
-        post = self.comp.fabric.post
+        post = comp.fabric.post
         if n == 1:
             post(0, (INPUT_EPOCH, self.stage.id, epoch, recs))
             return
@@ -104,11 +97,6 @@ class Input:
         """No more epochs from this input."""
         self._check("on_completed")
         self.completed = True
-        coordinator = self.comp.coordinator
-        if coordinator is None or not coordinator.hold(self._close):
-            self._close()
-
-    def _close(self) -> None:
         for i in range(self.comp.workers_per_process):
             self.comp.fabric.post(i, (INPUT_CLOSE, self.stage.id))
 
