@@ -1,10 +1,13 @@
 """Naiad: timely dataflow in Python — stateful vertices on a cyclic graph, notified by logical time.
 
-Layers, each importing only those below it: ``naiad.progress`` (pure progress tracking) →
+Layers, each importing only those below it (checked by import-linter: the contracts are in
+pyproject.toml and tests/test_layers.py runs them): ``naiad.config`` (options and flags) →
+``naiad.progress`` (pure progress tracking) → ``naiad.errors`` → ``naiad.partition`` →
 ``naiad.graph``/``naiad.vertex`` (the logical graph and the vertex model) → ``naiad.worker``
-(scheduling) → ``naiad.transport`` (queues in process, ZeroMQ between processes) →
-``naiad.computation``/``naiad.execute`` (what a program calls).  ``stages`` and ``linq`` are
-built on top, in that order.
+(scheduling) → ``naiad.transport`` (queues in process, ZeroMQ between processes) → sinks,
+probes, checkpoints, the monitor → ``naiad.computation`` → ``naiad.recovery`` (the restart
+loop) → ``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.testing``.
+``stages`` and ``linq`` are built on top, in that order.
 """
 
 from naiad.progress.timestamp import Timestamp
@@ -16,6 +19,7 @@ from naiad.graph import Stream
 from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
+from naiad import io as _io, probe as _probe     # noqa: F401 - Stream.collect/subscribe/probe
 from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError, OutputLost
 
 __all__ = [

@@ -9,6 +9,12 @@ import time
 import traceback
 from pathlib import Path
 
+import cloudpickle
+
+from naiad.computation import Computation, run_program
+from naiad.files import write_atomic
+from naiad.launch import FileRendezvous
+
 
 def _watch_parent(parent: int) -> None:
     """Exit if the launching process disappears, so no orphan outlives it."""
@@ -22,11 +28,7 @@ def main(argv) -> int:
     workdir, index, processes, workers, parent = argv
     index, processes, workers, parent = int(index), int(processes), int(workers), int(parent)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    import cloudpickle
 
-    from naiad.computation import Computation
-    from naiad.execute import run_program
-    from naiad.launch import FileRendezvous, write_atomic
 
     workdir = Path(workdir)
     try:

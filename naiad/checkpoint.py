@@ -24,6 +24,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from naiad.ckptdir import CheckpointInUse, check_private, directory_key, lock
 from naiad.epochlog import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
 from naiad.files import open_private, write_atomic
+from naiad.progress.timestamp import Timestamp
 
 __all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
            "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost", "FORMAT"]
@@ -51,7 +53,6 @@ def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
     if marker.exists():
         return
     marker.touch()
-    import signal
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -79,7 +80,6 @@ class Restored:
     @property
     def notifications(self) -> List[Tuple[int, int, Any]]:
         """(worker, stage id, time) for every pending notification request in the computation."""
-        from naiad.progress.timestamp import Timestamp
         out = []
         for part in self.manifest["parts"].values():
             for w, sid, epoch, counters in part["notifications"]:

@@ -29,50 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from naiad.config import ProcessConfig, parse_args
+from naiad.computation import Computation, run_program
 from naiad.cli_tools import (UsageError, configure_graph, configure_trace, draw_graph,
                              load_program, trace_command)
 
 __all__ = ["ProcessConfig", "parse_args", "main", "samples", "Command", "COMMANDS"]
-
-
-# ---- Naiad's process flags -----------------------------------------------------------------------
-@dataclass
-class ProcessConfig:
-    """Where this process stands in the computation."""
-
-    procid: int = 0
-    numprocs: int = 1
-    threads: int = 1
-    hosts: Optional[List[str]] = None
-
-
-def _flag_parser(prog: str = "naiad") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, add_help=False, description="Naiad process flags")
-    p.add_argument("-p", "--procid", type=int, default=0, help="this process's index")
-    p.add_argument("-n", "--numprocs", type=int, default=1, help="number of processes")
-    p.add_argument("-t", "--threads", type=int, default=1, help="worker threads per process")
-    p.add_argument("-h", "--hosts", nargs="+", default=None, metavar="HOST:PORT",
-                   help="one host:port per process, in process order")
-    p.add_argument("--help", action="help", help="show this help and exit")
-    return p
-
-
-def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
-    """Parse Naiad's flags; unknown arguments are left for the program."""
-    args, _ = _flag_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    if args.numprocs < 1 or not 0 <= args.procid < args.numprocs:
-        msg = (f"--procid {args.procid} must be in 0..{args.numprocs - 1} "
-               f"(--numprocs {args.numprocs})")
-        raise SystemExit(msg)
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be at least 1; got {args.threads}")
-    if args.hosts is not None and len(args.hosts) != args.numprocs:
-        msg = (f"--hosts lists {len(args.hosts)} address(es) but --numprocs is "
-               f"{args.numprocs}; give one host:port per process")
-        raise SystemExit(msg)
-    if args.hosts is None and args.numprocs > 1:
-        args.hosts = [f"127.0.0.1:{2101 + i}" for i in range(args.numprocs)]
-    return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts)
 
 
 # ---- the samples ---------------------------------------------------------------------------------
@@ -117,8 +79,6 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.target)
-    from naiad.computation import Computation
-    from naiad.execute import run_program
     comp = Computation.from_args(args.flags)
     result = run_program(program, comp)
     if result is not None:

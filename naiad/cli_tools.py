@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from naiad.computation import Computation
 from naiad.picture import render
+from naiad.tracing import read_trace, summarize
 
 __all__ = ["UsageError", "load_program", "configure_graph", "draw_graph",
            "configure_trace", "trace_command"]
@@ -102,7 +103,6 @@ def configure_trace(p: argparse.ArgumentParser) -> None:
 
 
 def trace_command(args: argparse.Namespace) -> int:
-    from naiad.tracing import read_trace, summarize
     try:
         events = read_trace(args.path)
     except FileNotFoundError as exc:

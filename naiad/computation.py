@@ -7,17 +7,24 @@ import time as _time
 from typing import Any, Dict, List, Optional, Sequence
 
 from naiad import partition
-from naiad.config import OPTIONS, check_options, positive_int
+from naiad.config import OPTIONS, check_options, parse_args, positive_int
 from naiad.errors import NaiadError
 from naiad.coordinator import Coordinator
+from naiad.checkpoint import CheckpointStore
+from naiad.debug import GlobalView
+from naiad.progress.timestamp import Timestamp
+from naiad.transport.inproc import LocalFabric
+from naiad.transport.zmq_fabric import ZmqFabric
 from naiad.flow import EpochWindow
 from naiad.graph import INPUT, LogicalGraph
+from naiad.io import Input
+from naiad.vertex import Vertex
 from naiad.meter import Meter
 from naiad.observe import Observer, wanted
 from naiad.picture import graph_dot
 from naiad.worker import Worker
 
-__all__ = ["Computation", "OPTIONS", "check_options"]
+__all__ = ["Computation", "run_program", "OPTIONS", "check_options"]
 
 class Computation:
     """One process's part of a timely dataflow computation (SPMD: every process builds the same graph).
@@ -82,7 +89,6 @@ class Computation:
     def from_args(cls, argv: Optional[Sequence[str]] = None, **options: Any) -> "Computation":
         """A computation configured by Naiad's flags: -p/--procid, -n/--numprocs, -t/--threads,
         -h/--hosts host:port ...  (for processes started by hand or by a cluster manager)."""
-        from naiad.cli import parse_args
         cfg = parse_args(argv)
         return cls(process_index=cfg.procid, processes=cfg.numprocs, workers=cfg.threads,
                    hosts=cfg.hosts, **options)
@@ -90,8 +96,6 @@ class Computation:
     # ---- building --------------------------------------------------------------------------
     def new_input(self, name: Optional[str] = None):
         """An input stage; feed it with ``on_next(records)`` once per epoch after activate()."""
-        from naiad.io import Input
-        from naiad.vertex import Vertex
         stage = self.graph.add_stage(name, INPUT, Vertex, self.graph.top, default="input")
         handle = Input(self, stage)
         self.inputs.append(handle)
@@ -120,7 +124,6 @@ class Computation:
         debug = bool(self.options["debug_progress"])
         self._global_view = None
         if debug and self.processes == 1:
-            from naiad.debug import GlobalView
             self._global_view = GlobalView(reach, self.initial_pointstamps)
         try:
             self._workers = [
@@ -147,9 +150,7 @@ class Computation:
 
     def _prepare_recovery(self) -> None:
         """Find the checkpoint to resume from (if any) and Naiad's initial pointstamps."""
-        from naiad.progress.timestamp import Timestamp
         if self.options["checkpoint_dir"]:
-            from naiad.checkpoint import CheckpointStore
             self.store = CheckpointStore(self.options["checkpoint_dir"], self.process_index,
                                          self.processes, self.options["checkpoint_keep"],
                                          workers=self.workers_per_process)
@@ -197,9 +198,7 @@ class Computation:
 
     def _make_fabric(self):
         if self.processes == 1:
-            from naiad.transport.inproc import LocalFabric
             return LocalFabric(0, 1, self.workers_per_process)
-        from naiad.transport.zmq_fabric import ZmqFabric
         return ZmqFabric(self)
 
     def join(self, timeout: Optional[float] = None) -> None:
@@ -305,3 +304,16 @@ class Computation:
             if not i.completed:
                 i.on_completed()
         self.join()
+
+
+def run_program(program: Callable[[Computation], Any], comp: Computation) -> Any:
+    """Run ``program(comp)``; afterwards nothing of the computation is left running."""
+    try:
+        result = program(comp)
+    except BaseException:
+        comp.shutdown()
+        if comp._failure is not None:
+            raise comp._failure
+        raise
+    comp.finish()
+    return result

@@ -19,10 +19,13 @@ TypeError: unknown option(s) checkpoint_evry; known options: accumulate, ...
 
 from __future__ import annotations
 
+import argparse
 import os
-from typing import Any, Callable, Dict, Optional, Tuple
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
+__all__ = ["ProcessConfig", "parse_args", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
            "describe"]
 
 
@@ -152,3 +155,43 @@ def describe(name: str) -> Optional[str]:
     """What an option means (for help texts)."""
     spec = OPTIONS.get(name)
     return None if spec is None else spec[3]
+
+
+# ---- Naiad's process flags -----------------------------------------------------------------------
+@dataclass
+class ProcessConfig:
+    """Where this process stands in the computation."""
+
+    procid: int = 0
+    numprocs: int = 1
+    threads: int = 1
+    hosts: Optional[List[str]] = None
+
+
+def _flag_parser(prog: str = "naiad") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, add_help=False, description="Naiad process flags")
+    p.add_argument("-p", "--procid", type=int, default=0, help="this process's index")
+    p.add_argument("-n", "--numprocs", type=int, default=1, help="number of processes")
+    p.add_argument("-t", "--threads", type=int, default=1, help="worker threads per process")
+    p.add_argument("-h", "--hosts", nargs="+", default=None, metavar="HOST:PORT",
+                   help="one host:port per process, in process order")
+    p.add_argument("--help", action="help", help="show this help and exit")
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
+    """Parse Naiad's flags; unknown arguments are left for the program."""
+    args, _ = _flag_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if args.numprocs < 1 or not 0 <= args.procid < args.numprocs:
+        msg = (f"--procid {args.procid} must be in 0..{args.numprocs - 1} "
+               f"(--numprocs {args.numprocs})")
+        raise SystemExit(msg)
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be at least 1; got {args.threads}")
+    if args.hosts is not None and len(args.hosts) != args.numprocs:
+        msg = (f"--hosts lists {len(args.hosts)} address(es) but --numprocs is "
+               f"{args.numprocs}; give one host:port per process")
+        raise SystemExit(msg)
+    if args.hosts is None and args.numprocs > 1:
+        args.hosts = [f"127.0.0.1:{2101 + i}" for i in range(args.numprocs)]
+    return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts)

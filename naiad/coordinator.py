@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.committer import Committer
 from naiad.errors import NaiadError
+from naiad.worker import CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
@@ -93,7 +94,6 @@ class Coordinator:
     def take(self, epoch: int) -> None:
         """Quiesce every worker at ``epoch`` and agree on the next boundary; the writing and the
         commit go to the committer."""
-        from naiad.worker import CHECKPOINT
         comp = self.comp
         t0 = _time.monotonic()
         with self._cv:

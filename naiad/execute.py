@@ -4,24 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, List
 
-from naiad.computation import Computation
+from naiad.computation import Computation, run_program
 from naiad.config import check_options, positive_int
+from naiad.launch import launch_local
 from naiad.observe import watch
+from naiad.recovery import execute_with_recovery
 
 __all__ = ["execute", "run_program"]
-
-
-def run_program(program: Callable[[Computation], Any], comp: Computation) -> Any:
-    """Run ``program(comp)``; afterwards nothing of the computation is left running."""
-    try:
-        result = program(comp)
-    except BaseException:
-        comp.shutdown()
-        if comp._failure is not None:
-            raise comp._failure
-        raise
-    comp.finish()
-    return result
 
 
 def execute(program: Callable[[Computation], Any], *, processes: int = 1, workers: int = 1,
@@ -55,13 +44,11 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
         options, watching = watch(options, options.get("secret"), in_process=True)
     try:
         if options.get("checkpoint_dir"):
-            from naiad.recovery import execute_with_recovery
             return execute_with_recovery(program, processes=processes, workers=workers,
                                          options=options)
         if processes == 1:
             comp = Computation(process_index=0, processes=1, workers=workers, **options)
             return [run_program(program, comp)]
-        from naiad.launch import launch_local
         return launch_local(program, processes=processes, workers=workers, options=options)
     finally:
         if watching is not None:

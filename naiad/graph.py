@@ -69,21 +69,20 @@ class Stream:
             sources.extend(o.sources)
         return Stream(self.graph, tuple(sources), self.scope)
 
-    def subscribe(self, fn: Callable[[int, list], Any]):
+    # The sinks are built by layers above the graph; ``naiad.io`` and ``naiad.probe`` install
+    # them here when imported (``import naiad`` does), as ``import linq`` installs its operators.
+    def subscribe(self, fn: Callable[[int, list], Any]) -> Any:
         """Call ``fn(epoch, records)`` once per completed epoch, in epoch order, in each process."""
-        from naiad.io import subscribe
-        return subscribe(self, fn)
+        raise NotImplementedError("import naiad: naiad.io provides Stream.subscribe")
 
-    def probe(self, name: Optional[str] = None):
+    def probe(self, name: Optional[str] = None) -> Any:
         """A :class:`~naiad.probe.Probe`: ``less_than(t)``, ``less_equal(t)``, ``done()`` and
         ``wait(epoch)`` tell how far the computation has got at this point of the graph."""
-        from naiad.probe import probe
-        return probe(self, name)
+        raise NotImplementedError("import naiad: naiad.probe provides Stream.probe")
 
-    def collect(self):
+    def collect(self) -> Any:
         """Gather this process's records per epoch into ``.results`` (``{epoch: [records]}``)."""
-        from naiad.io import collect
-        return collect(self)
+        raise NotImplementedError("import naiad: naiad.io provides Stream.collect")
 
     def __repr__(self) -> str:
         names = ", ".join(f"{self.graph.stages[s].name}:{p}" for s, p in self.sources)

@@ -277,3 +277,20 @@ def subscribe(stream: Stream, fn: Callable[[int, list], Any]) -> Subscription:
 def collect(stream: Stream) -> Collection:
     """Gather the records reaching this process, per epoch, into ``.results``."""
     return _sink(stream, Collection, "collect")
+
+
+def _install() -> None:
+    """Stream.subscribe and Stream.collect (the graph layer declares them; this one builds them)."""
+    def subscribe_method(self: Stream, fn: Callable[[int, list], Any]) -> Subscription:
+        return subscribe(self, fn)
+
+    def collect_method(self: Stream) -> Collection:
+        return collect(self)
+
+    subscribe_method.__doc__ = Stream.subscribe.__doc__
+    collect_method.__doc__ = Stream.collect.__doc__
+    Stream.subscribe = subscribe_method      # type: ignore[method-assign]
+    Stream.collect = collect_method          # type: ignore[method-assign]
+
+
+_install()

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from naiad.config import positive_int
 from naiad.errors import GraphError
-from naiad.graph import EGRESS, FEEDBACK, INGRESS, Scope, StageDef, Stream
+from naiad.graph import EGRESS, FEEDBACK, INGRESS, LogicalGraph, Scope, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 
@@ -92,8 +92,7 @@ class LoopContext:
 
     def __init__(self, comp: "Computation", name: Optional[str] = None,
                  parent: Optional["LoopContext"] = None):
-        from naiad.computation import Computation
-        if not isinstance(comp, Computation):
+        if not isinstance(getattr(comp, "graph", None), LogicalGraph):
             msg = f"LoopContext needs the Computation as first argument; got {type(comp).__name__}"
             raise TypeError(msg)
         self.comp = comp

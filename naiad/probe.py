@@ -144,3 +144,11 @@ def probe(stream: Stream, name: Optional[str] = None) -> Probe:
     stage.new_input(stream, None)
     comp.probes.append(handle)
     return handle
+
+
+def _probe_method(self: Stream, name: Optional[str] = None) -> Probe:
+    return probe(self, name)
+
+
+_probe_method.__doc__ = Stream.probe.__doc__
+Stream.probe = _probe_method                 # type: ignore[method-assign]

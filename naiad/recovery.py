@@ -6,6 +6,8 @@ import logging
 import time
 from typing import Any, Callable, Dict, List
 
+from naiad.computation import Computation, run_program
+from naiad.launch import launch_local
 from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.epochlog import OutputLost
 from naiad.errors import GraphError, NaiadError
@@ -32,9 +34,6 @@ def permanent(exc: BaseException) -> bool:
 def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, workers: int,
                           options: Dict[str, Any]) -> List[Any]:
     """``naiad.execute`` with ``checkpoint_dir``: restart on failure, up to ``max_restarts``."""
-    from naiad.computation import Computation
-    from naiad.execute import run_program
-    from naiad.launch import launch_local
     restarts = options.get("max_restarts")
     restarts = 3 if restarts is None else int(restarts)
     attempt = 0

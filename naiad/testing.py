@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
@@ -27,7 +28,6 @@ def shard(records: Sequence[Any], index: int, count: int) -> list:
 
 def free_ports(n: int) -> List[int]:
     """``n`` TCP ports on loopback that are free now (for processes started with -h)."""
-    import socket
     socks = [socket.socket() for _ in range(n)]
     try:
         for s in socks:

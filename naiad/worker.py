@@ -11,11 +11,14 @@ worker blocks on its inbox.
 from __future__ import annotations
 
 import math
+import pickle
 import time as _time
 import traceback
 from collections import deque
 from queue import Empty
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+import cloudpickle
 
 from naiad import gcpolicy
 from naiad.errors import NaiadError, ProgressViolation, VertexError
@@ -47,15 +50,12 @@ class _pickled:
     __slots__ = ("data",)
 
     def __init__(self, state: Any):
-        import pickle
         try:
             self.data = pickle.dumps(state, protocol=5)
         except Exception:
-            import cloudpickle
             self.data = cloudpickle.dumps(state)
 
     def load(self) -> Any:
-        import pickle
         return pickle.loads(self.data)
 
     def __reduce__(self):

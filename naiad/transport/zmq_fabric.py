@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import cloudpickle
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError, VertexError
@@ -97,7 +98,6 @@ class ZmqFabric(LocalFabric):
         secret = resolve_secret(opts["secret"])
         if secret is not None:
             self.keys = CurveKeys(secret)
-            from zmq.auth.thread import ThreadAuthenticator
             self.auth = ThreadAuthenticator(self.ctx)
             self.auth.start()
             self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
