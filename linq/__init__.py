@@ -50,4 +50,4 @@ for _name, _fn in OPERATORS.items():
     setattr(Stream, _name, _fn)
 del _name, _fn
 # concat stays the Stream's own; it only refuses to mix loop-invariant and varying streams.
-Stream.concat = checked_concat(Stream.concat)
+Stream.concat = checked_concat(Stream.concat)  # type: ignore[method-assign]

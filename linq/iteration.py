@@ -46,7 +46,8 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
     entered = loop.enter(stream)
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)
     x = entered.concat(fb.stream)
-    out = body(Loop(loop, iterations), x) if _takes_loop(body) else body(x)
+    shaped: Any = body             # body(stream) or body(loop, stream), told apart at run time
+    out = shaped(Loop(loop, iterations), x) if _takes_loop(body) else shaped(x)
     if not isinstance(out, Stream) or out.scope is not loop.scope:
         got = (f"a stream of scope {out.scope.path()}" if isinstance(out, Stream)
                else f"{type(out).__name__} {out!r}")

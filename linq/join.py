@@ -10,7 +10,7 @@ same way).
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Dict, Hashable, Tuple
 
 from naiad.graph import Stream
 from linq.invariant import held, held_stage
@@ -46,14 +46,14 @@ def join(stream: Stream, other: Stream, key: Callable[[Any], Hashable],
     need_callable(op, "result", result, "result(a, b) -> record")
     op = label(op, key, other_key, result)
 
-    def on_batch(table: dict, edge: int, records: list) -> list:
+    def on_batch(table: Dict[Any, Tuple[list, list]], edge: int, records: list) -> list:
         out: list = []
         append = out.append
         get = table.get
         for k, r in records:
             sides = get(k)
             if sides is None:
-                sides = table[k] = ([], [])
+                sides = table[k] = ([], [])   # (left records, right records)
             sides[edge].append(r)
             matches = sides[1 - edge]
             if matches:

@@ -51,6 +51,7 @@ def main(argv) -> int:
     try:
         data = cloudpickle.dumps(result)
     except Exception as exc:  # noqa: BLE001
+        err: Exception
         if result[0] == "ok":
             err = TypeError(f"process {index}: the program's return value cannot be pickled: {exc}")
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
 from naiad.config import OPTIONS, check_options, parse_args, positive_int
@@ -62,7 +62,7 @@ class Computation:
         self.subscriptions: List[Any] = []
         self.probes: List[Any] = []
         self.epochs_fed = 0
-        self.fabric = None
+        self.fabric: Any = None
         self._workers: List[Worker] = []
         self._threads: List[threading.Thread] = []
         self._state = "building"
@@ -71,7 +71,7 @@ class Computation:
         self._running = 0
         self._done = threading.Event()
         # Checkpoints and recovery.
-        self.store = None
+        self.store: Any = None
         self.restored = None
         self.coordinator: Optional[Coordinator] = None
         self.initial_pointstamps: list = []

@@ -33,7 +33,7 @@ class Coordinator:
 
     def __init__(self, comp: "Computation", base: int):
         self.comp = comp
-        self.store = comp.store
+        self.store: Any = comp.store
         self.last = base
         self.next = self._first_boundary(base)
         self.clock = _time.monotonic()

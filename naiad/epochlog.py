@@ -73,11 +73,11 @@ class EpochLog:
         self.dir = directory
         self.key = key
         self._lock = threading.Lock()
-        self._index: Optional[Dict[int, Tuple[Path, int, int, int]]] = None
+        self._index: Optional[Dict[int, Tuple[Path, int, int, bytes]]] = None
         self._ranges: Dict[Path, Tuple[int, int]] = {}
-        self._file = None
+        self._file: Any = None
         self._end = 0
-        self._path: Optional[Path] = None
+        self._path: Any = None
         self._unsynced: List[Path] = []      # segments closed by rotate(), not yet fsynced
 
     def _segments(self) -> List[Path]:
@@ -85,15 +85,15 @@ class EpochLog:
             return []
         return sorted(self.dir.glob("*.log"), key=lambda f: (len(f.stem), f.stem))
 
-    def _load(self) -> Dict[int, Tuple[Path, int, int, int]]:
+    def _load(self) -> Dict[int, Tuple[Path, int, int, bytes]]:
         if self._index is None:
-            index: Dict[int, Tuple[Path, int, int, int]] = {}
+            index: Dict[int, Tuple[Path, int, int, bytes]] = {}
             for seg in self._segments():
                 self._scan(seg, index)
             self._index = index
         return self._index
 
-    def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, int]]) -> int:
+    def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, bytes]]) -> int:
         """Index the complete records of ``path``; returns the length of its intact prefix."""
         size = path.stat().st_size
         offset = len(MAGIC)

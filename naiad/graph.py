@@ -26,7 +26,7 @@ class Scope:
         self.graph = graph
         self.name = name
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
 
     def path(self) -> str:
         """A readable name such as ``top/cc/inner``."""

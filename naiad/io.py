@@ -128,8 +128,8 @@ class Subscription:
         """A worker's sink saw its input complete below epoch ``bound`` (None: all complete)."""
         with self._lock:
             parts = self._parts[local_index]
-            for e, recs in ready.items():
-                parts.setdefault(e, []).extend(recs)
+            for e, got in ready.items():
+                parts.setdefault(e, []).extend(got)
             self._bounds[local_index] = float("inf") if bound is None else bound
             low = min(self._bounds)
             if low == float("inf"):
@@ -146,7 +146,7 @@ class Subscription:
                 e = self.delivered
                 recs: list = []
                 for p in self._parts:
-                    got = p.pop(e, None)
+                    got = p.pop(e, [])
                     if got:
                         recs.extend(got)
                 self.deliver(e, recs)
@@ -197,8 +197,9 @@ class Collection(Subscription):
 
 def _ranges(epochs: List[int]) -> str:
     """``[0, 1, 2, 5]`` as ``0-2, 5``."""
-    out, start = [], epochs[0]
-    for a, b in zip(epochs, epochs[1:] + [None]):
+    out: List[str] = []
+    start = epochs[0]
+    for a, b in zip(epochs, [*epochs[1:], -1]):
         if b != a + 1:
             out.append(str(start) if start == a else f"{start}-{a}")
             start = b

@@ -97,7 +97,7 @@ class LoopContext:
             raise TypeError(msg)
         self.comp = comp
         self.name = comp.graph.unique_name(name, "loop")
-        self.scope: Optional[Scope] = None
+        self.scope: Any = None          # a Scope once the loop is entered
         if parent is not None:
             if parent.scope is None:
                 msg = f"loop {self.name!r}: its parent loop {parent.name!r} has no scope yet"

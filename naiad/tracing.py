@@ -96,7 +96,7 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
              + (f"; {trace.damaged} damaged line(s) skipped" if trace.damaged else "")]
     lines.append("")
     lines.append("stages (records in and out, callbacks, busy time):")
-    rows = [(trace.stage_name(sid), int(v[0]), int(v[1]), int(v[2]), f"{v[3] / 1e3:.1f} ms")
+    rows: List[tuple] = [(trace.stage_name(sid), int(v[0]), int(v[1]), int(v[2]), f"{v[3] / 1e3:.1f} ms")
             for sid, v in sorted(per_stage.items())]
     lines += _table(("stage", "in", "out", "callbacks", "busy"), rows)
     lines.append("")
@@ -104,9 +104,9 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
     conns = {c["id"]: c for c in trace.graph.get("connectors", [])}
     rows = []
     for (cid, dst), (batches, records) in sorted(sent.items()):
-        c = conns.get(cid)
-        name = (f"{trace.stage_name(c['src'])} -> {trace.stage_name(c['dst'])} "
-                f"({c['partitioning']})") if c else f"connector {cid}"
+        conn = conns.get(cid)
+        name = (f"{trace.stage_name(conn['src'])} -> {trace.stage_name(conn['dst'])} "
+                f"({conn['partitioning']})") if conn else f"connector {cid}"
         rows.append((name, dst, batches, records))
     lines += _table(("connector", "to worker", "batches", "records"), rows)
     progress = list(trace.of("progress"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Iterable, List
+from typing import Any, Callable, Dict, Iterable, List
 
 from naiad.errors import TimeViolation
 from naiad.progress.timestamp import Timestamp
@@ -32,6 +32,12 @@ class Vertex:
 
     index: int
     stage: "StageInfo"
+    # Set by the worker that owns the vertex (naiad.worker), never by user code:
+    _out: List[Dict[Any, list]]          # per output port: time -> records sent in a callback
+    _stagedef: Any                       # the StageDef (ports, connectors)
+    _now: Any                            # the time of the callback running, or None
+    _notify: Callable[..., None]         # the worker's notify_at
+    _worker: Any                         # the Worker
 
     def __init__(self) -> None:
         pass

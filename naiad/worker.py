@@ -84,7 +84,7 @@ class Worker:
         self.inbox = fabric.inbox(local_index)
         self.tracker = Tracker(reach, debug=debug)
         self.buffer = ProgressBuffer(reach)
-        self.global_view = comp._global_view if debug else None
+        self.global_view: Any = comp._global_view if debug else None
         self.add_progress = self.buffer.add if self.global_view is None else self._add_checked
         self.pending: deque = deque()
         self.notifications: Dict[Tuple[int, Timestamp], Vertex] = {}
@@ -133,7 +133,7 @@ class Worker:
     # ---- construction ---------------------------------------------------------------------
     def _make_vertex(self, st: StageDef) -> Vertex:
         try:
-            v = st.factory()
+            v = st.factory()  # type: ignore[misc]  # only vertex stages reach here
         except Exception as exc:
             raise VertexError(st.name, self.index, None, "the vertex factory", exc,
                               traceback.format_exc()) from exc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from naiad.progress.timestamp import Timestamp
 
@@ -56,7 +56,7 @@ class PathSummary(tuple):
             raise ValueError(msg)
         return tuple.__new__(cls, (keep, delta, extra))
 
-    def __getnewargs__(self):
+    def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
 
     @property

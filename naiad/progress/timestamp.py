@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Iterable
+from typing import Any, Iterable
 
 __all__ = ["Timestamp"]
 
@@ -37,7 +37,7 @@ class Timestamp(tuple):
     epoch = property(itemgetter(0), doc="The input epoch.")
     counters = property(itemgetter(1), doc="Loop counters, outermost first.")
 
-    def __getnewargs__(self):
+    def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
 
     def less_equal(self, other: "Timestamp") -> bool:

@@ -94,7 +94,7 @@ def resolve_secret(option: Optional[object]) -> Optional[bytes]:
         value = read_secret_file(os.environ["NAIAD_SECRET_FILE"])
     if value is None or value == "":
         return None
-    return value.encode() if isinstance(value, str) else bytes(value)
+    return value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
 
 
 def read_secret_file(path: str) -> bytes:

@@ -253,11 +253,11 @@ class ZmqFabric(LocalFabric):
                 self._send_items(src, dst, items)
         out.clear()
 
-    def receive(self, local_index: int) -> list:
+    def receive(self, local_index: int) -> Any:
         """Messages waiting on the worker's own socket, in the order their senders sent them."""
         sock = self._data_pull[local_index]
         got: list = []
-        while sock.get(zmq.EVENTS) & zmq.POLLIN:
+        while sock.get(zmq.EVENTS) & zmq.POLLIN:  # type: ignore[arg-type]
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
@@ -269,9 +269,9 @@ class ZmqFabric(LocalFabric):
         """Block on the worker's socket and wake-up pipe; the worker then looks at both."""
         self._sleeping[local_index] = True
         try:
-            if (self.inboxes[local_index].empty()
-                    and not self._data_pull[local_index].get(zmq.EVENTS) & zmq.POLLIN):
-                self._pollers[local_index].poll(timeout * 1000)
+            events: Any = self._data_pull[local_index].get(zmq.EVENTS)  # type: ignore[arg-type]
+            if self.inboxes[local_index].empty() and not events & zmq.POLLIN:
+                self._pollers[local_index].poll(int(timeout * 1000))
             try:
                 os.read(self._worker_wake[local_index][0], 65536)
             except (BlockingIOError, OSError):
@@ -310,7 +310,7 @@ class ZmqFabric(LocalFabric):
             except Exception as exc:
                 conn = graph.connectors[item[1]]
                 src_worker = src
-                src, dst = graph.stages[conn.src], graph.stages[conn.dst]
+                src_stage, dst_stage = graph.stages[conn.src], graph.stages[conn.dst]
                 try:
                     cloudpickle.dumps(item[3])
                 except Exception:
@@ -318,13 +318,13 @@ class ZmqFabric(LocalFabric):
                 else:
                     continue        # this batch travels by value; another one is the culprit
                 bad = next((r for r in item[3] if not _picklable(r)), None)
-                msg = (f"records sent from stage {src.name!r} to stage {dst.name!r} at "
-                       f"{item[2]!r} cannot be pickled to reach another process "
+                msg = (f"records sent from stage {src_stage.name!r} to stage "
+                       f"{dst_stage.name!r} at {item[2]!r} cannot be pickled to reach another process "
                        f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
                        "Records that cross processes must be picklable data")
                 cause = TypeError(msg)
-                raise VertexError(src.name, src_worker, item[2], "sending to another process",
-                                  cause, "", self.process_index) from exc
+                raise VertexError(src_stage.name, src_worker, item[2],
+                                  "sending to another process", cause, "", self.process_index) from exc
 
     # ---- control ---------------------------------------------------------------------------------
     def stop(self, reason: str) -> None:
