@@ -81,6 +81,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         options = dict(options, secret=secrets.token_hex(32))
     # The monitor page and terminal progress live here; the children report over loopback.
     options, watching = watch(options, options["secret"], in_process=False)
+    restore: Callable[[], None] = lambda: None
     try:
         try:
             payload = cloudpickle.dumps((program, options))
@@ -90,7 +91,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                    "locks or live Spark objects in its closure)")
             raise NaiadError(msg) from exc
         write_atomic(workdir / "program.pkl", payload)
-        _terminate_as_exit()
+        restore = _terminate_as_exit()
         procs = []
         for i in range(processes):
             cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
@@ -99,18 +100,24 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         return _supervise(procs, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)     # the secret goes with it
+        restore()
         if watching is not None:
             watching.stop()
 
 
-def _terminate_as_exit() -> None:
-    """SIGTERM to the launcher ends it like an exception: the children are killed and the
-    private directory (with the run's secret) is removed on the way out.  Only the main thread
-    can install a handler; a launcher in another thread keeps the process's own."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+def _terminate_as_exit() -> Callable[[], None]:
+    """While the run lasts, SIGTERM to the launcher ends it like an exception: the children are
+    killed and the private directory (with the run's secret) is removed on the way out.  Only
+    the main thread can install a handler, and only over the default one; the returned function
+    puts the previous handler back."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return lambda: None
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return restore
 
 
 def _on_sigterm(signum, frame) -> None:

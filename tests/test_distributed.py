@@ -421,3 +421,12 @@ def test_a_stopped_peer_is_detected_within_15_s():
     with pytest.raises(naiad.ComputationFailed, match=r"process 1 .* is gone"):
         naiad.execute(program, processes=2)       # the default heartbeat_timeout (6 s)
     assert time.monotonic() - t0 < 15
+
+
+def test_the_launchers_sigterm_handler_lasts_only_as_long_as_the_run():
+    import signal as _signal
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers belong to the main thread")
+    before = _signal.getsignal(_signal.SIGTERM)
+    assert naiad.execute(dist_programs.wordcount, processes=2)
+    assert _signal.getsignal(_signal.SIGTERM) is before

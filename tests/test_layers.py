@@ -20,3 +20,10 @@ def test_import_contracts_are_kept():
     proc = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
+
+
+def test_no_module_is_over_500_lines():
+    big = {str(p.relative_to(ROOT)): n for pkg in ("naiad", "stages", "linq", "samples")
+           for p in (ROOT / pkg).rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not big, f"split these modules (one concept each): {big}"

@@ -25,8 +25,9 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import recv_monitor_message
 
-from naiad.errors import ComputationFailed, NaiadError, VertexError
+from naiad.errors import ComputationFailed, NaiadError
 from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
+from naiad.transport.wire import dump_failure, explain_pickling, load_failure
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
 
@@ -289,7 +290,7 @@ class ZmqFabric(LocalFabric):
             try:
                 payload = cloudpickle.dumps(items, protocol=5)
             except Exception:
-                self._explain_pickling(src, items)
+                explain_pickling(self.comp.graph, src, items, self.process_index)
                 raise
         socks = self._push[src - self.first]
         sock = socks.get(dst)
@@ -299,32 +300,6 @@ class ZmqFabric(LocalFabric):
         sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
         self.messages_sent += 1
         self.bytes_sent += len(payload)
-
-    def _explain_pickling(self, src: int, items: list) -> None:
-        graph = self.comp.graph
-        for item in items:
-            if item[0] != DATA:
-                continue
-            try:
-                pickle.dumps(item[3], protocol=5)
-            except Exception as exc:
-                conn = graph.connectors[item[1]]
-                src_worker = src
-                src_stage, dst_stage = graph.stages[conn.src], graph.stages[conn.dst]
-                try:
-                    cloudpickle.dumps(item[3])
-                except Exception:
-                    pass
-                else:
-                    continue        # this batch travels by value; another one is the culprit
-                bad = next((r for r in item[3] if not _picklable(r)), None)
-                msg = (f"records sent from stage {src_stage.name!r} to stage "
-                       f"{dst_stage.name!r} at {item[2]!r} cannot be pickled to reach another process "
-                       f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
-                       "Records that cross processes must be picklable data")
-                cause = TypeError(msg)
-                raise VertexError(src_stage.name, src_worker, item[2],
-                                  "sending to another process", cause, "", self.process_index) from exc
 
     # ---- control ---------------------------------------------------------------------------------
     def stop(self, reason: str) -> None:
@@ -428,7 +403,7 @@ class ZmqFabric(LocalFabric):
                 except queue.Empty:
                     break
                 if tag == FAIL:
-                    payload = _dump_failure(value, me)
+                    payload = dump_failure(value, me)
                     for p, s in self._ctl_push.items():
                         s.send_multipart([FAIL, me.to_bytes(4, "little"), payload])
                 elif tag == ARRIVE:
@@ -473,7 +448,7 @@ class ZmqFabric(LocalFabric):
                         self._arrivals.setdefault(name, {})[proc] = value
                         self._arrival_cv.notify_all()
                 elif tag == FAIL:
-                    exc = _load_failure(frames[2].bytes, proc)
+                    exc = load_failure(frames[2].bytes, proc)
                     self._done_from.add(proc)
                     self.comp.fail(exc)
 
@@ -506,29 +481,3 @@ class ZmqFabric(LocalFabric):
                 exc._naiad_remote = True
                 self._done_from.add(p)
                 self.comp.fail(exc)
-
-
-def _picklable(record: Any) -> bool:
-    try:
-        pickle.dumps(record, protocol=5)
-        return True
-    except Exception:
-        return False
-
-
-def _dump_failure(exc: BaseException, proc: int) -> bytes:
-    try:
-        return pickle.dumps(exc, protocol=5)
-    except Exception:
-        return pickle.dumps(ComputationFailed(f"process {proc} failed: {type(exc).__name__}: {exc}"))
-
-
-def _load_failure(payload: bytes, proc: int) -> BaseException:
-    try:
-        exc = pickle.loads(payload)
-    except Exception:
-        exc = ComputationFailed(f"process {proc} failed (its error could not be decoded)")
-    if not isinstance(exc, BaseException):
-        exc = ComputationFailed(f"process {proc} failed: {exc!r}")
-    exc._naiad_remote = True
-    return exc
