@@ -12,9 +12,9 @@ own methods.  Every operator works per time: records at different timestamps nev
 {0: [('a', 2), ('is', 1), ('rose', 2)], 1: [('is', 1), ('it', 1)]}
 """
 
-from naiad.graph import Stream
+from naiad.graph import Stream as _Stream
 from linq.core import UserFunctionError
-from linq.invariant import Loop, checked_concat
+from linq.invariant import Loop, checked_concat as _checked_concat
 from linq.iteration import iterate, iterate_and_accumulate
 from linq.join import join
 from linq.keyed import aggregate, cogroup_by, count, group_by, max, min
@@ -47,7 +47,7 @@ OPERATORS = {
 }
 
 for _name, _fn in OPERATORS.items():
-    setattr(Stream, _name, _fn)
+    setattr(_Stream, _name, _fn)
 del _name, _fn
 # concat stays the Stream's own; it only refuses to mix loop-invariant and varying streams.
-Stream.concat = checked_concat(Stream.concat)  # type: ignore[method-assign]
+_Stream.concat = _checked_concat(_Stream.concat)  # type: ignore[method-assign]

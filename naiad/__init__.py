@@ -20,7 +20,9 @@ from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
 from naiad import io as _io, probe as _probe     # noqa: F401 - Stream.collect/subscribe/probe
-from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError, OutputLost
+from naiad.checkpoint import (CheckpointInUse, CheckpointLayoutError, CheckpointWarning,
+                              LogFormatError, OutputLost)
+from naiad.recovery import RecoveryFailed
 
 __all__ = [
     "Timestamp",
@@ -42,6 +44,8 @@ __all__ = [
     "CheckpointLayoutError",
     "LogFormatError",
     "OutputLost",
+    "RecoveryFailed",
+    "CheckpointWarning",
 ]
 
 __version__ = "0.1.0"

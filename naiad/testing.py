@@ -12,8 +12,8 @@ import socket
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
-from naiad.computation import Computation
-from naiad.graph import Stream
+from naiad.computation import Computation as _Computation
+from naiad.graph import Stream as _Stream
 
 __all__ = ["run", "run_unary", "shard", "free_ports", "CONFIGURATIONS", "Cluster"]
 
@@ -46,7 +46,7 @@ def _sorted(records: Iterable[Any]) -> list:
         return sorted(records, key=repr)
 
 
-def run(build: Callable[[Computation, Stream], Stream], epochs: Sequence[Sequence[Any]], *,
+def run(build: Callable[[_Computation, _Stream], _Stream], epochs: Sequence[Sequence[Any]], *,
         processes: int = 1, workers: int = 1, sort: bool = True, timeout: float = 60.0,
         **options: Any) -> Dict[int, list]:
     """Feed ``epochs`` (a list of record lists) through ``build(comp, input_stream)``.
@@ -56,7 +56,7 @@ def run(build: Callable[[Computation, Stream], Stream], epochs: Sequence[Sequenc
     """
     epochs = [list(e) for e in epochs]
 
-    def program(comp: Computation):
+    def program(comp: _Computation):
         inp = comp.new_input(name="input")
         out = build(comp, inp.stream)
         got = out.collect()

@@ -11,7 +11,10 @@ import types
 
 import pytest
 
+import linq
 import naiad
+import naiad.spark
+import naiad.testing
 import stages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -23,18 +26,32 @@ EXPORTS = {
         "NaiadError", "GraphError", "VertexError", "TimeViolation", "ProgressViolation",
         "ComputationFailed",
         "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost",
+        "RecoveryFailed", "CheckpointWarning",
     },
     stages: {
         "unary", "binary", "sink", "new_stage", "Stage", "LoopContext", "Feedback",
         "Exchange", "Pipeline",
     },
+    linq: {
+        "UserFunctionError", "Loop", "OPERATORS", "select", "where", "select_many",
+        "partition_by", "distinct", "union", "intersect", "except_", "count", "group_by",
+        "cogroup_by", "join", "min", "max", "aggregate", "iterate", "iterate_and_accumulate",
+    },
+    naiad.spark: {
+        "execute", "local_session", "source", "to_dataframe", "task_slots", "check_java",
+        "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "SparkUnavailable",
+        "StageFailed",
+    },
+    naiad.testing: {"run", "run_unary", "shard", "free_ports", "CONFIGURATIONS", "Cluster"},
 }
 
 
 def public_names(module: types.ModuleType) -> set:
     """Public attributes that are not submodules (submodules appear once imported anywhere)."""
     return {name for name, value in vars(module).items()
-            if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+            if not name.startswith("_") and not isinstance(value, types.ModuleType)
+            and getattr(value, "__module__", None) not in ("typing", "__future__")
+            and name != "annotations"}
 
 
 @pytest.mark.parametrize("module", list(EXPORTS), ids=lambda m: m.__name__)
