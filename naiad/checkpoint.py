@@ -27,6 +27,7 @@ import shutil
 import signal
 import threading
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -99,6 +100,19 @@ class Restored:
 def _remove_all(paths: List[Path]) -> None:
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _mark(count: int) -> bytes:
+    """One delivery mark: the count and the CRC-32 of its digits."""
+    return f"{count} {zlib.crc32(str(count).encode()):08x}\n".encode()
+
+
+def _parse_mark(line: str) -> Optional[int]:
+    """The count of an intact mark, else None."""
+    digits, _, crc = line.partition(" ")
+    if not digits.isdigit() or crc != f"{zlib.crc32(digits.encode()):08x}":
+        return None
+    return int(digits)
 
 
 class CheckpointLayoutError(NaiadError):
@@ -332,15 +346,20 @@ class CheckpointStore:
 
     def delivered(self, name: str) -> int:
         """How many epochs of subscription ``name`` were handed out (0 if none)."""
+        path = self._output_dir() / f"{name}.delivered"
         try:
-            text = (self._output_dir() / f"{name}.delivered").read_text()
+            text = path.read_text()
         except OSError:
             return 0
-        for line in reversed(text.split("\n")[:-1]):     # complete lines only
-            try:
-                return int(line)
-            except ValueError:
-                continue
+        lines = text.split("\n")[:-1]                    # complete lines only
+        for n, line in reversed(list(enumerate(lines, 1))):
+            count = _parse_mark(line)
+            if count is not None:
+                return count
+            # A damaged mark (a flipped digit could claim epochs never handed out): use the
+            # one before it, so an epoch may be delivered again but none is skipped.
+            warnings.warn(f"delivery mark {path}:{n} is damaged ({line[:40]!r}); using the "
+                          "one before it", CheckpointWarning, stacklevel=2)
         return 0
 
     def mark_delivered(self, name: str, count: int) -> None:
@@ -354,10 +373,10 @@ class CheckpointStore:
         if handle is None or handle[1] >= 4096:
             if handle is not None:
                 handle[0].close()
-            write_atomic(path, f"{count}\n".encode(), sync=False)
+            write_atomic(path, _mark(count), sync=False)
             self._marks[name] = [open_private(path, buffering=-1), 0]
             return
-        handle[0].write(f"{count}\n".encode())
+        handle[0].write(_mark(count))
         handle[0].flush()
         handle[1] += 1
 

@@ -182,3 +182,42 @@ def test_processes_checkpointing_at_different_epochs_fail_fast(tmp_path):
         naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"),
                       max_restarts=0)
     assert time.monotonic() - t0 < 20
+
+
+def test_a_damaged_delivery_mark_never_skips_an_epoch(tmp_path):
+    """Subscribers' marks say how many epochs were handed out; a flipped digit (claiming more)
+    must fall back to the mark before it: an epoch may come again, none may be skipped."""
+    ckpt = tmp_path / "ckpt"
+    seen = tmp_path / "seen.txt"
+
+    def program(stop_after=None):
+        def run(comp):
+            inp = comp.new_input(name="lines")
+
+            def note(epoch, records):
+                with open(seen, "a") as f:
+                    f.write(f"{epoch}\n")
+            inp.stream.subscribe(note)
+            comp.activate()
+            for e, recs in enumerate(EPOCHS):
+                if stop_after is not None and e == stop_after:
+                    raise KeyboardInterrupt("stopping the first run")
+                inp.on_next(recs)
+            inp.on_completed()
+            comp.join(timeout=60)
+        return run
+
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(program(stop_after=6), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=0)
+    first = [int(x) for x in seen.read_text().split()]
+    mark = next((ckpt / "outputs" / "proc-0").glob("*.delivered"))
+    lines = mark.read_text().splitlines()
+    count, crc = lines[-1].split()
+    lines[-1] = f"{int(count) + 9} {crc}"                 # a flipped digit: claims 9 more
+    mark.write_text("\n".join(lines) + "\n")
+    with pytest.warns(CheckpointWarning, match="delivery mark .* is damaged"):
+        naiad.execute(program(), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    delivered = [int(x) for x in seen.read_text().split()]
+    assert set(delivered) == set(range(len(EPOCHS)))     # nothing skipped
+    assert delivered[:len(first)] == first
