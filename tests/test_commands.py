@@ -105,9 +105,9 @@ def argv_of(command: str) -> List[str]:
     return words
 
 
-def run(argv: List[str], timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+def run(argv: List[str], timeout: float = TIMEOUT, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (f"{shlex.join(argv)} exited {proc.returncode}\n"
                                   f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}")
@@ -193,12 +193,12 @@ def test_processes_started_by_hand_as_documented(doc, block):
 
 @pytest.mark.timeout(TIMEOUT + 30)
 @pytest.mark.parametrize("command", help_commands())
-def test_naiad_help_examples(command):
+def test_naiad_help_examples(command, tmp_path):
     words = shlex.split(command)
     if words[1:3] == ["trace", "summarize"]:
         # The example reads a trace: write one first, as the docs show.
         run(argv_of(f"naiad sample wordcount --files 10 -n 2 --trace {words[3]}"))
-    run(argv_of(command))
+    run(argv_of(command), cwd=tmp_path)       # files an example writes land in tmp_path
 
 
 # Small inputs for the samples whose defaults take more than a few seconds.
