@@ -18,11 +18,11 @@ line to stderr per ``interval`` seconds, for logs.  The figures:
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from typing import Any, Callable, Dict, Optional
 
 from tqdm import tqdm
+
+from naiad.ticker import Ticker
 
 __all__ = ["summary", "describe", "ConsoleProgress"]
 
@@ -78,9 +78,7 @@ class ConsoleProgress:
                     if self.tty else None)
         self.last: Optional[Dict[str, Any]] = None
         self.lines = 0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="naiad-console", daemon=True)
-        self.thread.start()
+        self._ticker = Ticker(self._show, self.interval, "naiad-console")
 
     def _show(self) -> None:
         view = self.view()
@@ -98,14 +96,8 @@ class ConsoleProgress:
             print(f"naiad: {describe(s)}", file=self.stream, flush=True)
             self.lines += 1
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._show()
-
     def stop(self) -> None:
         """Show the final state and stop."""
-        self._stop.set()
-        self.thread.join(timeout=5.0)
-        self._show()
+        self._ticker.stop()
         if self.bar is not None:
             self.bar.close()

@@ -31,6 +31,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from naiad.ticker import Ticker
+
 __all__ = ["MonitorState", "MonitorServer", "serve", "Reporter", "report_token", "post_report"]
 
 _HISTORY = 600                 # throughput samples kept (5 minutes at 2 per second)
@@ -204,31 +206,9 @@ def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2
         pass
 
 
-class Reporter:
+class Reporter(Ticker):
     """Sends ``snapshot()`` to ``sink`` every ``interval`` seconds until stopped, then once more."""
 
     def __init__(self, snapshot: Callable[[], Dict[str, Any]],
                  sink: Callable[[Dict[str, Any]], None], interval: float = 0.5):
-        self.snapshot = snapshot
-        self.sink = sink
-        self.interval = interval
-        self.errors = 0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="naiad-reporter", daemon=True)
-        self.thread.start()
-
-    def _send(self) -> None:
-        try:
-            self.sink(self.snapshot())
-        except Exception:  # noqa: BLE001 - the page is a view; the computation must not fail
-            self.errors += 1
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._send()
-
-    def stop(self) -> None:
-        """Stop, after a last report (the final counts)."""
-        self._stop.set()
-        self.thread.join(timeout=5.0)
-        self._send()
+        super().__init__(lambda: sink(snapshot()), interval, "naiad-reporter")

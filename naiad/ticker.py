@@ -1,0 +1,46 @@
+"""A daemon thread that calls a function every ``interval`` seconds, and once more when stopped.
+
+Used for what watches a run from the side (the monitor's reports, the terminal progress): a
+failure of the function is counted, never raised, since a view must not fail the computation.
+
+>>> calls = []
+>>> t = Ticker(lambda: calls.append(1), interval=60, name="demo")
+>>> t.stop()
+>>> calls
+[1]
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+__all__ = ["Ticker"]
+
+
+class Ticker:
+    """Calls ``fn()`` every ``interval`` seconds until :meth:`stop`, then a last time."""
+
+    def __init__(self, fn: Callable[[], None], interval: float, name: str):
+        self.fn = fn
+        self.interval = interval
+        self.errors = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _call(self) -> None:
+        try:
+            self.fn()
+        except Exception:  # noqa: BLE001 - a view of the run must not fail the run
+            self.errors += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._call()
+
+    def stop(self) -> None:
+        """Stop, after a last call (the final state)."""
+        self._stop.set()
+        self.thread.join(timeout=5.0)
+        self._call()
