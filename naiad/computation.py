@@ -118,7 +118,13 @@ class Computation:
         self._prepare_recovery()
         bound = self.options["max_epochs_in_flight"]
         if bound is not None:
-            self.window = EpochWindow(bound, self.workers_per_process, self.epochs_fed)
+            # One place per worker, and one per subscriber thread: epochs fed and not yet
+            # delivered count as in flight too, so a slow subscriber holds the inputs back.
+            subscribers = [s for s in self.subscriptions if s.threaded]
+            for i, sub in enumerate(subscribers):
+                sub.slot = self.workers_per_process + i
+            self.window = EpochWindow(bound, self.workers_per_process + len(subscribers),
+                                      self.epochs_fed)
         self.fabric = self._make_fabric()
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
@@ -241,6 +247,8 @@ class Computation:
         for t in self._threads:
             t.join(timeout=5.0)
         partition.release_caches()      # the keys of this run need not outlive it
+        for sub in self.subscriptions:
+            sub.close()                 # the subscribers finish what they were handed
         if self.coordinator is not None:
             self.coordinator.close()    # the last checkpoint is committed before all closes
         if self.fabric is not None:

@@ -109,6 +109,8 @@ class Coordinator:
                 self._cv.wait(0.2)
             snaps = dict(self._snapshots)
         t1 = _time.monotonic()
+        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
+            sub.wait_delivered(epoch, self.bound)
         self.store.rotate_logs()
         nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()

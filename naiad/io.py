@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
+from naiad.delivery import Deliverer
 from naiad.epochlog import OutputLost
 from naiad.errors import GraphError, NaiadError, VertexError
 from naiad.graph import VERTEX, StageDef, Stream
+from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 from naiad.worker import INPUT_CLOSE, INPUT_EPOCH
 
@@ -105,7 +108,10 @@ class Input:
 
 
 class Subscription:
-    """Calls ``fn(epoch, records)`` once per completed epoch, in order, with this process's records."""
+    """Calls ``fn(epoch, records)`` once per completed epoch, in order, with this process's records
+    (in the subscription's own thread: see :mod:`naiad.delivery`)."""
+
+    threaded = True
 
     def __init__(self, comp: "Computation", name: str, fn: Callable[[int, list], Any]):
         self.comp = comp
@@ -115,14 +121,43 @@ class Subscription:
         self._bounds: List[float] = [0] * n
         self._parts: List[Dict[int, list]] = [{} for _ in range(n)]
         self._lock = threading.Lock()
-        self.delivered = 0   # epochs handed to fn so far
+        self.delivered = 0   # epochs handed out so far
         self.store = None
+        self.deliverer: Optional[Deliverer] = None
+        self.slot = 0        # this subscription's place in the inputs' flow control
 
     def attach(self, store, base: int) -> None:
         """Resume: epochs already handed out (logged durably) are not handed out again."""
         self.store = store
         if store is not None:
             self.delivered = max(base, store.delivered(self.name))
+        self._start(self.delivered)
+
+    def _start(self, start: int) -> None:
+        if not self.threaded:
+            return
+        comp = self.comp
+
+        def failed(exc: BaseException, epoch: int) -> None:
+            comp.fail(VertexError(self.name, comp.process_index * comp.workers_per_process,
+                                  Timestamp(epoch), "subscribe", exc,
+                                  traceback.format_exc(), comp.process_index))
+
+        def progress(epoch: int) -> None:
+            if comp.window is not None:
+                comp.window.advance(self.slot, epoch)
+        self.deliverer = Deliverer(self.name, self.deliver, failed, progress, start)
+
+    def wait_delivered(self, epoch: int, timeout: float) -> None:
+        """Block until the subscriber has returned for every epoch below ``epoch``."""
+        if self.deliverer is not None:
+            self.deliverer.wait(epoch, timeout, self.comp.check_failed)
+
+    def close(self, timeout: float = 60.0) -> None:
+        """The run ended: let the subscriber finish what it was handed."""
+        if self.deliverer is not None:
+            self.deliverer.close(timeout)
+            self.deliverer = None
 
     def advance(self, local_index: int, bound: Optional[int], ready: Dict[int, list]) -> None:
         """A worker's sink saw its input complete below epoch ``bound`` (None: all complete)."""
@@ -149,7 +184,10 @@ class Subscription:
                     got = p.pop(e, [])
                     if got:
                         recs.extend(got)
-                self.deliver(e, recs)
+                if self.deliverer is not None:
+                    self.deliverer.put(e, recs)
+                else:
+                    self.deliver(e, recs)
                 self.delivered = e + 1
 
     def deliver(self, epoch: int, records: list) -> None:
@@ -160,6 +198,8 @@ class Subscription:
 
 class Collection(Subscription):
     """The records of each epoch that reached this process: ``results[epoch] -> list``."""
+
+    threaded = False       # no user code: stored by the worker that completes the epoch
 
     def __init__(self, comp: "Computation", name: str):
         super().__init__(comp, name, self._store)
