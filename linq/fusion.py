@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from itertools import chain
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from naiad.graph import Stream
 

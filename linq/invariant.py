@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import compress, repeat
 from operator import is_not, itemgetter
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from naiad.errors import GraphError
 from naiad.graph import Stream

@@ -61,7 +61,7 @@ class EpochWindow:
         return epoch - min(self._low) < self.bound
 
     def wait(self, epoch: int, name: str, check: Callable[[], None],
-             lagging: Callable[[], Iterable[Any]], describe: Callable[[], str]) -> None:
+             lagging: Callable[[], Iterable[Any]]) -> None:
         """Block until ``epoch`` may be fed.  ``check`` raises the computation's failure;
         ``lagging()`` lists this process's other open inputs as ``(name, epoch)``."""
         if self.room(epoch):

@@ -56,8 +56,7 @@ class Input:
         recs = records if type(records) is list else self._as_list(records)
         window = comp.window
         if window is not None and not window.room(epoch):
-            window.wait(epoch, self.name, comp.check_failed, self._lagging,
-                        comp.describe_progress)
+            window.wait(epoch, self.name, comp.check_failed, self._lagging)
         store = comp.store
         if store is not None:
             comp._before_epoch(epoch)
