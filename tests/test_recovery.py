@@ -176,9 +176,11 @@ def running_totals(epochs: List[List[str]]) -> Dict[int, list]:
     return out
 
 
-def wordcount_program(epochs, logs: Path, kill=None, extra_epochs=()):
+def wordcount_program(epochs, logs: Path, kill=None, extra_epochs=(), durable_at=None):
     """Per-epoch counts (collected) and running totals (subscribed to a log), from the sample's
-    vertices; ``kill`` is ``(marker, epoch, victim)`` or None."""
+    vertices; ``kill`` is ``(marker, epoch, victim)`` or None; ``durable_at``: an epoch at which
+    the program waits until a checkpoint is durable (policy checkpoints commit in the
+    background, so without it a kill soon after a boundary may precede the commit)."""
     def program(comp):
         note_start(logs, comp)
         inp = comp.new_input(name="lines")
@@ -188,7 +190,9 @@ def wordcount_program(epochs, logs: Path, kill=None, extra_epochs=()):
         got = counts.collect()
         log_deliveries(totals, logs, comp)
         comp.activate()
-        for e in list(epochs) + list(extra_epochs):
+        for i, e in enumerate(list(epochs) + list(extra_epochs)):
+            if i == durable_at:
+                comp.checkpoint()
             inp.on_next(shard(e, comp.process_index, comp.processes))
         inp.on_completed()
         comp.join(timeout=60)
@@ -469,7 +473,7 @@ def test_resume_after_every_process_stopped(tmp_path):
     ckpt = str(tmp_path / "ckpt")
     marker = tmp_path / "killed"
     with pytest.raises(naiad.ComputationFailed, match="SIGKILL"):
-        naiad.execute(wordcount_program(epochs, tmp_path, (marker, kill_epoch, 0)),
+        naiad.execute(wordcount_program(epochs, tmp_path, (marker, kill_epoch, 0), durable_at=6),
                       processes=2, checkpoint_dir=ckpt, checkpoint_every=3, max_restarts=0)
     assert starts(tmp_path, 0) == 1
     stopped_at = len(deliveries(tmp_path, 0))
