@@ -12,6 +12,7 @@ epochs before its boundary are delivered (and marked), so exactly-once delivery 
 >>> d.put(0, ["a"]); d.put(1, [])
 >>> d.wait(2, timeout=5, check=lambda: None)
 >>> d.close(timeout=5)
+True
 >>> got
 [(0, ['a']), (1, [])]
 """
@@ -79,7 +80,9 @@ class Deliverer:
                     raise NaiadError(msg)
                 self._cv.wait(min(left, 0.5))
 
-    def close(self, timeout: float) -> None:
-        """Deliver what was put, then stop the thread (bounded)."""
+    def close(self, timeout: float) -> bool:
+        """Deliver what was put, then stop the thread; False if it is still running after
+        ``timeout`` seconds (a subscriber that does not return)."""
         self._queue.put(None)
         self._thread.join(timeout)
+        return not self._thread.is_alive()

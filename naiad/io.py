@@ -155,7 +155,11 @@ class Subscription:
     def close(self, timeout: float = 60.0) -> None:
         """The run ended: let the subscriber finish what it was handed."""
         if self.deliverer is not None:
-            self.deliverer.close(timeout)
+            if not self.deliverer.close(timeout):
+                msg = (f"{self.name}: the subscriber has not returned from epoch "
+                       f"{self.deliverer.done} after "
+                       f"{timeout:.0f} s; its remaining epochs are not delivered")
+                self.comp.fail(NaiadError(msg))
             self.deliverer = None
 
     def advance(self, local_index: int, bound: Optional[int], ready: Dict[int, list]) -> None:

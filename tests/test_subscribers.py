@@ -66,3 +66,23 @@ def test_a_failing_subscriber_names_its_stage_and_epoch():
     with pytest.raises(naiad.VertexError, match=r"stage 'subscribe.*subscribe at .*3.*no thanks"):
         naiad.execute(program, processes=2)
     assert time.monotonic() - t0 < 20
+
+
+def test_a_subscriber_that_never_returns_is_named_not_waited_for_for_ever():
+    release = threading.Event()
+    comp = naiad.Computation()
+    inp = comp.new_input()
+    sub = inp.stream.subscribe(lambda epoch, records: release.wait(30))
+    comp.activate()
+    inp.on_next([1])
+    inp.on_completed()
+    deadline = time.monotonic() + 10
+    while sub.delivered < 1 and time.monotonic() < deadline:   # handed to its thread
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    sub.close(timeout=0.3)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(naiad.NaiadError, match="has not returned from epoch 0 after 0 s"):
+        comp.check_failed()
+    release.set()
+    comp.shutdown()

@@ -146,6 +146,16 @@ def check_channels(got: Dict[int, List[tuple]], sent: Dict[Tuple[int, int], List
     assert set(received) <= set(sent), f"messages on channels never used: {set(received) - set(sent)}"
 
 
+def run_senders(run, workers: int) -> None:
+    """``run(w)`` in one thread per sending worker, all at once; each joined within BOUND."""
+    senders = [threading.Thread(target=run, args=(w,)) for w in range(workers)]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join(BOUND)
+        assert not t.is_alive(), f"a sender did not finish within {BOUND} s"
+
+
 def batches(src: int, count: int, size: int) -> List[list]:
     """``count`` batches of ``size`` records; the first record names the sender and sequence."""
     return [[(src, i)] + [i * size + j for j in range(size - 1)] for i in range(count)]
@@ -178,11 +188,7 @@ def test_inproc_channels_are_fifo_without_loss(count, size):
             else:
                 fabric.send(src, dst, 7, Timestamp(0), payload)
 
-    senders = [threading.Thread(target=run, args=(w,)) for w in range(4)]
-    for t in senders:
-        t.start()
-    for t in senders:
-        t.join(BOUND)
+    run_senders(run, 4)
     expected = {d: sum(len(v) for (s, dd), v in sent.items() if dd == d) for d in range(4)}
     got = {d: drain(fabric, d, expected[d]) for d in range(4)}
     check_channels(got, sent)
@@ -226,11 +232,7 @@ def test_zmq_channels_are_fifo_without_loss_or_duplication(secret, count, size):
                     fabric.flush(src)
             fabric.flush(src)
 
-        senders = [threading.Thread(target=run, args=(w,)) for w in range(4)]
-        for t in senders:
-            t.start()
-        for t in senders:
-            t.join(BOUND)
+        run_senders(run, 4)
         expected = {d: sum(len(v) for (s, dd), v in sent.items() if dd == d) for d in range(4)}
         got = {d: drain(fabrics[d // 2], d % 2, expected[d]) for d in range(4)}
         check_channels(got, sent)
