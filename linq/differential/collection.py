@@ -1,0 +1,343 @@
+"""Collections that change: the fluent layer of differential dataflow.
+
+A :class:`Collection` is a multiset of records that varies with logical time.  It wraps a
+stream of changes ``(record, diff)``; the time of a change is the time of its message.  Linear
+operators (``map``, ``filter``, ``flat_map``, ``negate``, ``inspect``) are not stages of their own:
+they are kept as steps and fused into the next stage's batch function.  Keyed operators arrange
+their input by key (one keying stage, then an exchange on the key) and keep it in traces
+(:mod:`linq.differential.operators`).
+
+>>> from linq import differential as dd
+>>> from linq.differential.testing import run_dd
+>>> run_dd(lambda c: c.map(lambda w: w[0]).count(), ["ant", "bee", "asp"], [[("bee", -1)]])
+{0: [(('a', 2), 1), (('b', 1), 1)], 1: [(('b', 1), -1)]}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from operator import itemgetter
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple
+
+import stages
+from naiad.errors import GraphError
+from naiad.graph import Stream
+from linq.core import ITERABLE, UserFunctionError, call, emit, fn_name, label, need_callable
+from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
+                                         ReduceVertex, keyed_logic)
+
+__all__ = ["Collection", "Collected"]
+
+_key = itemgetter(0)
+Step = Tuple[str, Callable, str]          # (kind, user function, operator label)
+
+
+def _batch_fn(steps: Tuple[Step, ...], then: Optional[Callable[[list], list]] = None):
+    """One function ``fn(batch, time) -> batch`` applying every step in order, then ``then``."""
+    fns: List[Callable[[list, Any], list]] = []
+    for kind, f, _ in steps:
+        fns.append(_step_fn(kind, f))
+    if then is not None:
+        last = then
+        fns.append(lambda b, t: last(b))
+    if len(fns) == 1:
+        return fns[0]
+
+    def run(batch: list, time: Any) -> list:
+        for fn in fns:
+            batch = fn(batch, time)
+        return batch
+    return run
+
+
+def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
+    if kind == "map":
+        return lambda b, t: [(f(r), d) for r, d in b]
+    if kind == "filter":
+        return lambda b, t: [(r, d) for r, d in b if f(r)]
+    if kind == "flat_map":
+        return lambda b, t: [(x, d) for r, d in b for x in f(r)]
+    if kind == "negate":
+        return lambda b, t: [(r, -d) for r, d in b]
+    if kind == "inspect":
+        def inspect(b: list, t: Any) -> list:
+            for r, d in b:
+                f(r, t, d)
+            return b
+        return inspect
+    msg = f"unknown step {kind!r}"
+    raise ValueError(msg)
+
+
+def _diagnose(steps: Tuple[Step, ...], then_role: Optional[Tuple[str, str, Callable]] = None):
+    """Replays a failing batch record by record to name the operator, function and record."""
+    def diagnose(batch: list, time: Any) -> None:
+        for r, d in batch:
+            recs = [r]
+            for kind, f, op in steps:
+                nxt: list = []
+                for x in recs:
+                    if kind == "map":
+                        nxt.append(call(op, "function", f, (x,)))
+                    elif kind == "filter":
+                        if call(op, "predicate", f, (x,)):
+                            nxt.append(x)
+                    elif kind == "flat_map":
+                        emit(nxt, op, "function", f, (x,))
+                    elif kind == "inspect":
+                        call(op, "function", f, (x, time, d))
+                        nxt.append(x)
+                    else:
+                        nxt.append(x)
+                recs = nxt
+            if then_role is not None:
+                op, role, f = then_role
+                for x in recs:
+                    call(op, role, f, (x,))
+    return diagnose
+
+
+class Collection:
+    """A multiset of records varying with time: a stream of ``(record, diff)`` changes."""
+
+    def __init__(self, stream: Stream, steps: Tuple[Step, ...] = ()):
+        if not isinstance(stream, Stream):
+            msg = f"Collection wraps a naiad Stream of (record, diff) pairs; got {type(stream).__name__}"
+            raise TypeError(msg)
+        self._stream = stream
+        self._steps = steps
+
+    # ---- plumbing ------------------------------------------------------------------------
+    @property
+    def stream(self) -> Stream:
+        """The stream of ``(record, diff)`` changes (the pending linear steps applied)."""
+        if not self._steps:
+            return self._stream
+        steps = self._steps
+        op = "+".join(s[2] for s in steps)
+        fn = _batch_fn(steps)
+        diagnose = _diagnose(steps)
+        out = stages.unary(self._stream, lambda: LinearVertex(op, fn, diagnose), name=op)
+        self._stream, self._steps = out, ()
+        return out
+
+    @property
+    def scope(self) -> Any:
+        """The loop scope the collection lives in (the computation's top scope outside loops)."""
+        return self._stream.scope
+
+    def _with(self, kind: str, f: Callable, op: str) -> "Collection":
+        return Collection(self._stream, self._steps + ((kind, f, op),))
+
+    def _keyed(self, op: str, key: Optional[Callable], value: Optional[Callable]) -> Stream:
+        """``(key, value, diff)`` triples; ``key`` None keys by the record, ``value`` None gives
+        the record itself (``False``: no value)."""
+        k = key
+        v = value
+        if k is None and v is False:
+            then: Callable[[list], list] = lambda b: [(r, None, d) for r, d in b]
+        elif k is None:
+            then = lambda b: [(r, r, d) for r, d in b]
+        elif v is False:
+            then = lambda b: [(k(r), None, d) for r, d in b]
+        elif v is None:
+            then = lambda b: [(k(r), r, d) for r, d in b]
+        else:
+            then = lambda b: [(k(r), v(r), d) for r, d in b]
+        fn = _batch_fn(self._steps, then)
+        role_fn = k if k is not None else v if callable(v) else None
+        diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)
+                             if role_fn is not None else None)
+        name = f"{op}.arrange"
+        return stages.unary(self._stream, lambda: LinearVertex(name, fn, diagnose), name=name)
+
+    def _same(self, op: str, other: Any) -> "Collection":
+        if not isinstance(other, Collection):
+            msg = (f"{op} needs a differential Collection; got {type(other).__name__} "
+                   "(did you pass an InputCollection instead of its .collection?)")
+            raise TypeError(msg)
+        self._stream.graph.check_same_scope(self.scope, other.scope, op)
+        return other
+
+    # ---- linear operators ------------------------------------------------------------------
+    def map(self, f: Callable[[Any], Any]) -> "Collection":
+        """Each record ``r`` becomes ``f(r)``, with the same multiplicity."""
+        need_callable("map", "function", f, "f(record) -> record")
+        return self._with("map", f, label("map", f))
+
+    def filter(self, p: Callable[[Any], bool]) -> "Collection":
+        """The records for which ``p(record)`` is true."""
+        need_callable("filter", "predicate", p, "p(record) -> bool")
+        return self._with("filter", p, label("filter", p))
+
+    def flat_map(self, f: Callable[[Any], Iterable[Any]]) -> "Collection":
+        """Each record ``r`` becomes every record of ``f(r)``."""
+        need_callable("flat_map", "function", f, "f(record) -> iterable of records")
+        return self._with("flat_map", f, label("flat_map", f))
+
+    def negate(self) -> "Collection":
+        """Every multiplicity negated."""
+        return self._with("negate", _identity, "negate")
+
+    def inspect(self, fn: Callable[[Any, Any, int], Any]) -> "Collection":
+        """Calls ``fn(record, time, diff)`` for every change passing; the collection is unchanged."""
+        need_callable("inspect", "function", fn, "fn(record, time, diff)")
+        return self._with("inspect", fn, label("inspect", fn))
+
+    def concat(self, *others: "Collection") -> "Collection":
+        """The multiset sum of this collection and ``others``."""
+        for o in others:
+            self._same("concat", o)
+        if not others:
+            return self
+        return Collection(self.stream.concat(*[o.stream for o in others]))
+
+    # ---- keyed operators -------------------------------------------------------------------
+    def _reduce(self, op: str, logic, key: Optional[Callable], value: Any, fn: Any,
+                nonnegative: bool) -> "Collection":
+        keyed = self._keyed(op, key, value)
+        out = stages.unary(keyed, lambda: ReduceVertex(op, logic, key, fn, nonnegative),
+                           partition_by=_key, name=op)
+        return Collection(out)
+
+    def consolidate(self) -> "Collection":
+        """The changes of each time summed by record (zeros dropped), exchanged by record."""
+        return Collection(stages.unary(self.stream, ConsolidateVertex, partition_by=_key,
+                                       name="consolidate"))
+
+    def distinct(self) -> "Collection":
+        """Each record with a positive count, once."""
+        return self._reduce("distinct", keyed_logic("distinct"), None, False, None, True)
+
+    def count(self, key: Optional[Callable[[Any], Hashable]] = None) -> "Collection":
+        """``(key, n)``: the number of records per key (per record when ``key`` is None)."""
+        if key is not None:
+            need_callable("count", "key", key, "key(record) -> hashable")
+        op = label("count", key) if key is not None else "count"
+        return self._reduce(op, keyed_logic("count"), key, False, key, False)
+
+    def sum(self, key: Callable[[Any], Hashable], value: Callable[[Any], Any]) -> "Collection":
+        """``(key, total)``: the sum of ``value(record)`` times multiplicity, per key."""
+        return self._agg("sum", key, value, False)
+
+    def min(self, key: Callable[[Any], Hashable], value: Callable[[Any], Any]) -> "Collection":
+        """``(key, least value(record))`` per key."""
+        return self._agg("min", key, value, True)
+
+    def max(self, key: Callable[[Any], Hashable], value: Callable[[Any], Any]) -> "Collection":
+        """``(key, greatest value(record))`` per key."""
+        return self._agg("max", key, value, True)
+
+    def _agg(self, kind: str, key: Callable, value: Callable, nonnegative: bool) -> "Collection":
+        need_callable(kind, "key", key, "key(record) -> hashable")
+        need_callable(kind, "value", value, "value(record) -> value")
+        op = label(kind, key, value)
+        return self._reduce(op, keyed_logic(kind), key, value, value, nonnegative)
+
+    def group_by(self, key: Callable[[Any], Hashable],
+                 reducer: Callable[[Hashable, list], Iterable[Any]]) -> "Collection":
+        """``reducer(key, records)`` per key, records repeated by multiplicity; re-run only for
+        keys whose input changed, emitting the difference from its previous output."""
+        need_callable("group_by", "key", key, "key(record) -> hashable")
+        need_callable("group_by", "reducer", reducer, "reducer(key, records) -> iterable")
+        op = label("group_by", key, reducer)
+
+        def logic(k: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
+            records = [r for r, n in acc.items() for _ in range(n)]
+            out: list = []
+            emit(out, op, "reducer", reducer, (k, records))
+            try:
+                return dict(Counter(out))
+            except TypeError:
+                raise UserFunctionError(op, "reducer", reducer, (k, records),
+                                        "returned unhashable records", "hashable records",
+                                        "convert lists to tuples") from None
+        return self._reduce(op, logic, key, None, reducer, True)
+
+    def join(self, other: "Collection", key: Callable[[Any], Hashable],
+             other_key: Callable[[Any], Hashable],
+             result: Callable[[Any, Any], Any]) -> "Collection":
+        """``result(a, b)`` for every ``a`` here and ``b`` in ``other`` with equal keys;
+        multiplicities multiply."""
+        self._same("join", other)
+        need_callable("join", "key", key, "key(record) -> hashable")
+        need_callable("join", "other_key", other_key, "other_key(record) -> hashable")
+        need_callable("join", "result", result, "result(a, b) -> record")
+        op = label("join", key, other_key, result)
+        left = self._keyed(op, key, None)
+        right = other._keyed(op, other_key, None)
+        out = stages.binary(left, right, lambda: JoinVertex(op, result, key),
+                            partition_by_left=_key, partition_by_right=_key, name=op)
+        return Collection(out)
+
+    def semijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
+        """The records whose ``key(record)`` is in ``keys`` (taken as a set)."""
+        self._same("semijoin", keys)
+        need_callable("semijoin", "key", key, "key(record) -> hashable")
+        op = label("semijoin", key)
+        left = self._keyed(op, key, None)
+        right = keys.distinct()._keyed(op, None, False)
+        out = stages.binary(left, right, lambda: JoinVertex(op, _left, key),
+                            partition_by_left=_key, partition_by_right=_key, name=op)
+        return Collection(out)
+
+    def antijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
+        """The records whose ``key(record)`` is not in ``keys`` (taken as a set)."""
+        return self.concat(self.semijoin(keys, key).negate())
+
+    # ---- outputs ---------------------------------------------------------------------------
+    def collect(self) -> "Collected":
+        """Gather the consolidated changes of every epoch reaching this process."""
+        self._top("collect")
+        return Collected(self.consolidate().stream.collect())
+
+    def subscribe(self, fn: Callable[[int, list], Any]) -> Any:
+        """``fn(epoch, changes)`` once per completed epoch, with its consolidated changes."""
+        need_callable("subscribe", "fn", fn, "fn(epoch, changes)")
+        self._top("subscribe")
+        return self.consolidate().stream.subscribe(fn)
+
+    def _top(self, what: str) -> None:
+        if self.scope is not self._stream.graph.top:
+            msg = (f"{what} needs a collection outside any loop (this one is in "
+                   f"{self.scope.path()}); use the result of iterate")
+            raise GraphError(msg)
+
+    def __repr__(self) -> str:
+        return f"Collection({self._stream!r})"
+
+    # Set by linq.differential.iterate (it needs this class).
+    iterate: Callable[..., "Collection"]
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _left(a: Any, b: Any) -> Any:
+    return a
+
+
+class Collected:
+    """What :meth:`Collection.collect` gathered in this process.
+
+    ``results[epoch]`` is the list of consolidated ``(record, diff)`` changes of that epoch;
+    :meth:`at` accumulates them into the collection at an epoch.
+    """
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    @property
+    def results(self) -> Dict[int, List[Tuple[Any, int]]]:
+        """``{epoch: [(record, diff), ...]}``, consolidated."""
+        return self._inner.results
+
+    def at(self, epoch: int) -> Dict[Any, int]:
+        """The collection at ``epoch``: ``{record: count}`` from the changes up to it."""
+        acc: Dict[Any, int] = {}
+        for e, changes in self._inner.results.items():
+            if e <= epoch:
+                for r, d in changes:
+                    acc[r] = acc.get(r, 0) + d
+        return {r: n for r, n in acc.items() if n}

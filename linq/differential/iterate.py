@@ -1,0 +1,97 @@
+"""iterate: a collection's loop to a fixed point, built from enter, feedback and leave.
+
+As the seed explains, ``x.iterate(body)`` defines ``x[(t, 0)] = x[t]`` and
+``x[(t, i)] = body(x[(t, i - 1)])``, and its result at ``t`` is ``x[(t, ∞)]``.  The collection
+enters a loop (its times gain a counter 0); the variable is the entered collection plus a
+feedback edge; the body's output minus the entered collection is consolidated and fed back one
+iteration later, so the variable at iteration ``i`` accumulates to the body's output at
+``i - 1``; everything the body produces leaves the loop, where its differences add up to the
+final value.  The loop stops by itself when no change circulates: a fixed point.
+
+``loop.enter(c)`` brings an outer collection in.  Its changes sit at iteration 0 and, in the
+product order, hold at every iteration: the same collection in each, shipped once per change.
+
+>>> from linq import differential as dd
+>>> from linq.differential.testing import run_dd
+>>> halve = lambda loop, x: x.map(lambda v: v // 2).concat(x).distinct()
+>>> run_dd(lambda c: c.iterate(halve), [12], [[(12, -1), (5, 1)]])   # all halvings of the input
+{0: [(0, 1), (1, 1), (3, 1), (6, 1), (12, 1)], 1: [(2, 1), (3, -1), (5, 1), (6, -1), (12, -1)]}
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Optional
+
+from naiad.errors import GraphError
+from naiad.loops import LoopContext
+from linq.core import fn_name, need_callable
+from linq.differential.collection import Collection
+
+__all__ = ["Loop", "iterate"]
+
+
+class Loop:
+    """The loop a body runs in: ``loop.enter(c)`` brings an outer collection in."""
+
+    def __init__(self, context: LoopContext, outer: Any):
+        self.context = context
+        self.outer = outer
+
+    @property
+    def name(self) -> str:
+        """The loop's name."""
+        return self.context.name
+
+    def enter(self, collection: Collection) -> Collection:
+        """``collection`` (of the scope enclosing the loop), the same at every iteration."""
+        if not isinstance(collection, Collection):
+            msg = (f"loop {self.name!r}: enter needs a differential Collection; got "
+                   f"{type(collection).__name__} (an InputCollection's is its .collection)")
+            raise TypeError(msg)
+        if collection.scope is not self.outer:
+            msg = (f"loop {self.name!r}: enter needs a collection of the scope enclosing the "
+                   f"loop ({self.outer.path()}); this one is in {collection.scope.path()}")
+            raise GraphError(msg)
+        return Collection(self.context.enter(collection._stream), collection._steps)
+
+
+def iterate(collection: Collection, body: Callable[..., Collection],
+            max_iterations: Optional[int] = None, *, name: Optional[str] = None) -> Collection:
+    """``body(loop, x)`` (or ``body(x)``) applied until the collection stops changing.
+
+    ``max_iterations`` stops it earlier: the result is then the body's output at iteration
+    ``max_iterations - 1``.
+    """
+    need_callable("iterate", "body", body, "body(loop, x) -> collection")
+    stream = collection._stream
+    context = LoopContext(stream.computation, name or "iterate")
+    entered = Collection(context.enter(stream), collection._steps)
+    fb = context.feedback(max_iterations=max_iterations)
+    x = Collection(entered.stream.concat(fb.stream))
+    loop = Loop(context, collection.scope)
+    out = body(loop, x) if _takes_loop(body) else body(x)
+    if not isinstance(out, Collection):
+        msg = (f"iterate: the body {fn_name(body)} must return a differential Collection "
+               f"computed in its loop; got {type(out).__name__} {out!r:.80}")
+        raise TypeError(msg)
+    if out.scope is not context.scope:
+        msg = (f"iterate: the body {fn_name(body)} returned a collection of scope "
+               f"{out.scope.path()}, not of its loop {context.scope.path()}; return one "
+               "computed from the loop variable")
+        raise GraphError(msg)
+    fb.connect(out.concat(entered.negate()).consolidate().stream)
+    return Collection(context.exit(out.stream))
+
+
+def _takes_loop(body: Callable) -> bool:
+    """Whether ``body`` takes ``(loop, x)`` rather than ``(x)``."""
+    try:
+        params = inspect.signature(body).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+Collection.iterate = iterate           # type: ignore[method-assign]

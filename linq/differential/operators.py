@@ -1,0 +1,297 @@
+"""The vertices of differential dataflow: linear maps, join, reduce and consolidate.
+
+Batches carry changes.  Between collections they are ``(record, diff)`` pairs; into keyed
+operators they are ``(key, value, diff)`` triples, exchanged on the key.  The time of a change is
+the time of the message carrying it, so an operator that produces a change at a later time (a
+least upper bound) sends it at that time.
+
+* :class:`LinearVertex`: map, filter, flat_map, negate and inspect, fused into one batch function;
+  no state, no exchange.
+* :class:`JoinVertex`: both inputs arranged by key; a batch on one side is joined with the other
+  side's trace at once (each pair of updates meets exactly once, when the second arrives), at
+  the least upper bound of their times.  No notification is needed.
+* :class:`ReduceVertex`: the seed's group operator.  Each change schedules its key at its time;
+  at the notification of a time the key's input and output are accumulated at that time, the
+  logic is applied to the input, and the difference from the output is emitted.  Processing a
+  key at ``T`` also schedules it at ``lub(T, t)`` for every time ``t`` of its history not below
+  ``T``: the interesting times at which two changes first hold together.
+* :class:`ConsolidateVertex`: sums the changes of a time at its notification.
+
+Every stateful vertex compacts its traces when its frontier moves (:mod:`.trace`).
+"""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any, Callable, Dict, Hashable, List, Optional, Set, Tuple
+
+from naiad.progress.timestamp import Timestamp
+from naiad.vertex import Vertex
+from linq.core import UserFunctionError, fn_name
+from linq.differential.lattice import le, lower_bound, lub
+from linq.differential.trace import Trace, accumulate
+
+__all__ = ["LinearVertex", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic"]
+
+# logic(key, input) -> output, both as {record: count}; ``input`` has no zero counts.
+Logic = Callable[[Hashable, Dict[Any, int]], Dict[Any, int]]
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+
+
+class LinearVertex(Vertex):
+    """``fn(batch, time) -> batch``: the fused linear operators of a collection."""
+
+    def __init__(self, op: str, fn: Callable[[list, Timestamp], list],
+                 diagnose: Callable[[list, Timestamp], None]):
+        super().__init__()
+        self.op = op
+        self.fn = fn
+        self.diagnose = diagnose
+
+    def on_recv_batch(self, edge: int, records: list, time: Timestamp) -> None:
+        try:
+            out = self.fn(records, time)
+        except UserFunctionError:
+            raise
+        except Exception as exc:
+            self.diagnose(records, time)          # raises the precise error
+            msg = f"{self.op} failed on a batch: {type(exc).__name__}: {exc}"
+            raise RuntimeError(msg) from exc
+        if out:
+            self.send_batch_by(0, out, time)
+
+    def checkpoint(self) -> Any:
+        return None
+
+    def restore(self, state: Any) -> None:
+        pass
+
+
+class _Arranged(Vertex):
+    """A vertex holding traces, compacted whenever its frontier moves."""
+
+    _observer = True            # the worker tells it the frontier at its input
+    op: str
+    key_fn: Any
+
+    def traces(self) -> List[Trace]:
+        raise NotImplementedError
+
+    def observe_frontier(self, frontier: List[Timestamp]) -> None:
+        if not frontier:
+            return
+        bound = lower_bound(frontier)
+        for tr in self.traces():
+            if tr.dirty and tr.since != bound:
+                tr.compact(bound)
+
+    def _unhashable(self, exc: TypeError, batch: list) -> None:
+        for k, v, d in batch:
+            try:
+                hash(k)
+            except TypeError:
+                raise UserFunctionError(self.op, "key", self.key_fn, (v,),
+                                        f"returned unhashable {type(k).__name__} {_repr.repr(k)}",
+                                        "a hashable key", "convert lists to tuples") from None
+            try:
+                hash(v)
+            except TypeError:
+                raise UserFunctionError(self.op, "record", None, (v,),
+                                        f"of type {type(v).__name__} is unhashable",
+                                        "hashable records: a collection is a multiset of them",
+                                        "convert lists to tuples") from None
+        raise exc
+
+    def checkpoint(self) -> Any:
+        return {k: v for k, v in self.__dict__.items()
+                if isinstance(v, (Trace, dict, tuple))}
+
+    def restore(self, state: Any) -> None:
+        self.__dict__.update(state)
+
+
+class JoinVertex(_Arranged):
+    """``result(a, b)`` for every pair of updates with equal keys, at the lub of their times."""
+
+    def __init__(self, op: str, result: Callable[[Any, Any], Any], key_fn: Any):
+        super().__init__()
+        self.op = op
+        self.result = result
+        self.key_fn = key_fn
+        self.sides = (Trace(), Trace())
+
+    def traces(self) -> List[Trace]:
+        return list(self.sides)
+
+    def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        other = self.sides[1 - edge].index
+        result = self.result
+        out: Dict[Timestamp, list] = {}
+        lubs: Dict[Timestamp, Timestamp] = {}
+        v = v2 = None
+        try:
+            for k, v, d in batch:
+                ups = other.get(k)
+                if not ups:
+                    continue
+                for v2, t2, d2 in ups:
+                    t = lubs.get(t2)
+                    if t is None:
+                        t = lubs[t2] = lub(time, t2)
+                    lst = out.get(t)
+                    if lst is None:
+                        lst = out[t] = []
+                    if edge == 0:
+                        lst.append((result(v, v2), d * d2))
+                    else:
+                        lst.append((result(v2, v), d * d2))
+        except TypeError as exc:
+            if "unhashable" in str(exc):
+                self._unhashable(exc, batch)
+            self._failed(exc, edge, v, v2)
+        except Exception as exc:
+            self._failed(exc, edge, v, v2)
+        try:
+            self.sides[edge].add_batch(batch, time)
+        except TypeError as exc:
+            self._unhashable(exc, batch)
+        for t, lst in out.items():
+            self.send_batch_by(0, lst, t)
+
+    def _failed(self, exc: Exception, edge: int, v: Any, v2: Any):
+        args = (v, v2) if edge == 0 else (v2, v)
+        raise UserFunctionError(self.op, "result", self.result, args,
+                                f"raised {type(exc).__name__}: {exc}") from exc
+
+
+class ReduceVertex(_Arranged):
+    """Keeps ``output[t] == logic(input[t])`` per key, recomputing only keys that changed."""
+
+    def __init__(self, op: str, logic: Logic, key_fn: Any, fn: Any = None,
+                 nonnegative: bool = True):
+        super().__init__()
+        self.op = op
+        self.logic = logic
+        self.key_fn = key_fn
+        self.fn = fn
+        self.nonnegative = nonnegative
+        self.input = Trace()
+        self.output = Trace()
+        self.pending: Dict[Timestamp, Set[Hashable]] = {}
+
+    def traces(self) -> List[Trace]:
+        return [self.input, self.output]
+
+    def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        keys = self.pending.get(time)
+        if keys is None:
+            keys = self.pending[time] = set()
+            self.notify_at(time)
+        try:
+            self.input.add_batch(batch, time)
+            keys.update([k for k, _, _ in batch])
+        except TypeError as exc:
+            self._unhashable(exc, batch)
+
+    def _schedule(self, key: Hashable, time: Timestamp) -> None:
+        keys = self.pending.get(time)
+        if keys is None:
+            keys = self.pending[time] = set()
+            self.notify_at(time)
+        keys.add(key)
+
+    def on_notify(self, time: Timestamp) -> None:
+        keys = self.pending.pop(time, ())
+        inputs = self.input.index
+        outputs = self.output
+        logic = self.logic
+        out: List[Tuple[Any, int]] = []
+        for key in keys:
+            ups = inputs.get(key)
+            if ups:
+                acc = accumulate(ups, time)
+                if self.nonnegative:
+                    self._check(key, acc, time)
+                desired = logic(key, acc) if acc else {}
+                later = {t for _, t, _ in ups if not le(t, time)}
+                for t in later:
+                    self._schedule(key, lub(time, t))
+            else:
+                desired = {}
+            prev = outputs.get(key)
+            current = accumulate(prev, time) if prev else {}
+            for r, n in desired.items():
+                d = n - current.pop(r, 0)
+                if d:
+                    out.append((r, d))
+                    outputs.add(key, r, time, d)
+            for r, n in current.items():
+                out.append((r, -n))
+                outputs.add(key, r, time, -n)
+        if out:
+            self.send_batch_by(0, out, time)
+
+    def _check(self, key: Hashable, acc: Dict[Any, int], time: Timestamp) -> None:
+        for v, n in acc.items():
+            if n < 0:
+                who = f" (user function {fn_name(self.fn)})" if self.fn is not None else ""
+                msg = (f"{self.op}{who}: key {_repr.repr(key)} has a negative count {n} for "
+                       f"{_repr.repr(v)} at {time!r}; {self.op.split('(')[0]} needs a collection "
+                       "with non-negative counts (did a negate() or update() remove a record "
+                       "that was never added?)")
+                raise ValueError(msg)
+
+
+class ConsolidateVertex(Vertex):
+    """The changes of each time, summed by record at the time's notification."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: Dict[Timestamp, Dict[Any, int]] = {}
+
+    def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        acc = self.state.get(time)
+        if acc is None:
+            acc = self.state[time] = {}
+            self.notify_at(time)
+        get = acc.get
+        try:
+            for r, d in batch:
+                acc[r] = get(r, 0) + d
+        except TypeError:
+            for r, _ in batch:
+                try:
+                    hash(r)
+                except TypeError:
+                    raise UserFunctionError("consolidate", "record", None, (r,),
+                                            f"of type {type(r).__name__} is unhashable",
+                                            "hashable records: a collection is a multiset of "
+                                            "them", "convert lists to tuples") from None
+            raise
+
+    def on_notify(self, time: Timestamp) -> None:
+        acc = self.state.pop(time, {})
+        out = [(r, d) for r, d in acc.items() if d]
+        if out:
+            self.send_batch_by(0, out, time)
+
+
+def keyed_logic(kind: str, fn: Optional[Callable] = None, op: str = "") -> Logic:
+    """The logic of the built-in reductions, over ``{value: count}`` per key."""
+    if kind == "distinct":
+        return lambda key, acc: {key: 1} if sum(acc.values()) > 0 else {}
+    if kind == "count":
+        def count(key: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
+            n = sum(acc.values())
+            return {(key, n): 1} if n else {}
+        return count
+    if kind == "sum":
+        return lambda key, acc: {(key, sum(v * n for v, n in acc.items())): 1}
+    if kind == "min":
+        return lambda key, acc: {(key, min(acc)): 1}
+    if kind == "max":
+        return lambda key, acc: {(key, max(acc)): 1}
+    msg = f"unknown reduction {kind!r}"
+    raise ValueError(msg)

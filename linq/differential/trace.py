@@ -1,0 +1,133 @@
+"""Arrangements: the state of differential operators, indexed by key and compacted by frontier.
+
+A :class:`Trace` holds, for every key, the updates ``(value, time, diff)`` an operator has
+received (or produced).  It is the seed's ``Trace<K, T, V>``: a map from key to that key's
+history.  Operators look a key up (join walks the other side's updates for the key; reduce
+accumulates a key's updates at a time) and append new updates to it.
+
+Compaction keeps the state the size of the live collection rather than of its history.  When the
+frontier of the operator advances, every key touched since the last compaction has its times
+advanced by the frontier (:func:`~linq.differential.lattice.advance`); updates whose times become
+equal are summed and those summing to zero are dropped, and a key with no update left disappears.
+Compaction visits only the keys touched since the previous one, so its cost follows the changes.
+
+>>> from naiad import Timestamp
+>>> tr = Trace()
+>>> for epoch in range(1000):                 # insert and remove the same record, again and again
+...     tr.add("k", "v", Timestamp(epoch), 1 if epoch % 2 == 0 else -1)
+...     tr.compact([Timestamp(epoch + 1)])
+>>> tr.updates(), len(tr)
+(0, 0)
+>>> tr.add("k", "v", Timestamp(5000), 1); tr.compact([Timestamp(6000)]); tr.get("k")
+[('v', Timestamp(6000), 1)]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Hashable, Iterable, List, Optional, Set, Tuple
+
+from naiad.progress.timestamp import Timestamp
+from linq.differential.lattice import advance, le
+
+__all__ = ["Trace", "Update", "accumulate", "consolidate"]
+
+Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
+
+
+class Trace:
+    """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
+
+    __slots__ = ("index", "dirty", "since")
+
+    def __init__(self) -> None:
+        self.index: Dict[Hashable, List[Update]] = {}
+        self.dirty: Set[Hashable] = set()
+        self.since: Optional[List[Timestamp]] = None     # the frontier last compacted to
+
+    def __len__(self) -> int:
+        """The number of keys with updates."""
+        return len(self.index)
+
+    def updates(self) -> int:
+        """The number of updates held, over all keys."""
+        return sum(len(u) for u in self.index.values())
+
+    def get(self, key: Hashable) -> Optional[List[Update]]:
+        """The updates of ``key`` (not a copy), or None."""
+        return self.index.get(key)
+
+    def add(self, key: Hashable, value: Any, time: Timestamp, diff: int) -> None:
+        """Append one update."""
+        lst = self.index.get(key)
+        if lst is None:
+            self.index[key] = [(value, time, diff)]
+        else:
+            lst.append((value, time, diff))
+        self.dirty.add(key)
+
+    def add_batch(self, triples: Iterable[Tuple[Hashable, Any, int]], time: Timestamp) -> None:
+        """Append ``(key, value, diff)`` updates, all at ``time``."""
+        index = self.index
+        dirty = self.dirty
+        for k, v, d in triples:
+            lst = index.get(k)
+            if lst is None:
+                index[k] = [(v, time, d)]
+            else:
+                lst.append((v, time, d))
+            dirty.add(k)
+
+    def compact(self, frontier: List[Timestamp]) -> None:
+        """Advance the times of the keys touched since the last call, and merge their updates.
+
+        ``frontier`` must be a frontier in the product order below every time at which the
+        trace will still be read or written.
+        """
+        self.since = frontier
+        if not frontier or not self.dirty:
+            return
+        index = self.index
+        single = frontier[0] if len(frontier) == 1 and not frontier[0][1] else None
+        for key in self.dirty:
+            lst = index.get(key)
+            if lst is None:
+                continue
+            if single is not None:          # outside loops: one epoch bound
+                bound = single[0]
+                acc: Dict[Tuple[Any, Timestamp], int] = {}
+                for v, t, d in lst:
+                    if t[0] < bound:
+                        t = single
+                    acc[(v, t)] = acc.get((v, t), 0) + d
+            else:
+                acc = {}
+                for v, t, d in lst:
+                    t = advance(t, frontier)
+                    acc[(v, t)] = acc.get((v, t), 0) + d
+            kept = [(v, t, d) for (v, t), d in acc.items() if d]
+            if kept:
+                index[key] = kept
+            else:
+                del index[key]
+        self.dirty = set()
+
+
+def accumulate(updates: Iterable[Update], time: Timestamp) -> Dict[Any, int]:
+    """The collection at ``time``: the sum of the updates at times ``<= time``, zeros dropped."""
+    acc: Dict[Any, int] = {}
+    for v, t, d in updates:
+        if t is time or le(t, time):
+            acc[v] = acc.get(v, 0) + d
+    return {v: n for v, n in acc.items() if n}
+
+
+def consolidate(changes: Iterable[Tuple[Any, int]]) -> List[Tuple[Any, int]]:
+    """``(record, diff)`` pairs summed by record, zeros dropped, in first-seen order.
+
+    >>> consolidate([("a", 1), ("b", 2), ("a", -1), ("b", 1)])
+    [('b', 3)]
+    """
+    acc: Dict[Any, int] = {}
+    for r, d in changes:
+        acc[r] = acc.get(r, 0) + d
+    return [(r, d) for r, d in acc.items() if d]
