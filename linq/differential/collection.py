@@ -129,21 +129,28 @@ class Collection:
     def _with(self, kind: str, f: Callable, op: str) -> "Collection":
         return Collection(self._stream, self._steps + ((kind, f, op),))
 
-    def _keyed(self, op: str, key: Optional[Callable], value: Optional[Callable]) -> Stream:
+    def _keyed(self, op: str, key: Optional[Callable], value: Optional[Callable],
+               consolidate: bool = False) -> Stream:
         """``(key, value, diff)`` triples; ``key`` None keys by the record, ``value`` None gives
-        the record itself (``False``: no value)."""
+        the record itself (``False``: no value).  With ``consolidate`` the triples of a batch
+        are summed by ``(key, value)`` before they leave: a reduction's input often repeats
+        (the same label offered to a node by many neighbours), and only the sum matters."""
         k = key
         v = value
         if k is None and v is False:
-            then: Callable[[list], list] = lambda b: [(r, None, d) for r, d in b]
+            pairs: Callable[[list], Any] = lambda b: ((r, None, d) for r, d in b)
         elif k is None:
-            then = lambda b: [(r, r, d) for r, d in b]
+            pairs = lambda b: ((r, r, d) for r, d in b)
         elif v is False:
-            then = lambda b: [(k(r), None, d) for r, d in b]
+            pairs = lambda b: ((k(r), None, d) for r, d in b)
         elif v is None:
-            then = lambda b: [(k(r), r, d) for r, d in b]
+            pairs = lambda b: ((k(r), r, d) for r, d in b)
         else:
-            then = lambda b: [(k(r), v(r), d) for r, d in b]
+            pairs = lambda b: ((k(r), v(r), d) for r, d in b)
+        if consolidate:
+            then: Callable[[list], list] = lambda b: _summed(pairs(b))
+        else:
+            then = lambda b: list(pairs(b))
         fn = _batch_fn(self._steps, then)
         role_fn = k if k is not None else v if callable(v) else None
         diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)
@@ -195,7 +202,7 @@ class Collection:
     # ---- keyed operators -------------------------------------------------------------------
     def _reduce(self, op: str, logic, key: Optional[Callable], value: Any, fn: Any,
                 nonnegative: bool) -> "Collection":
-        keyed = self._keyed(op, key, value)
+        keyed = self._keyed(op, key, value, consolidate=True)
         out = stages.unary(keyed, lambda: ReduceVertex(op, logic, key, fn, nonnegative),
                            partition_by=_key, name=op)
         return Collection(out)
@@ -297,6 +304,10 @@ class Collection:
         self._top("subscribe")
         return self.consolidate().stream.subscribe(fn)
 
+    def probe(self) -> Any:
+        """A probe on the collection's stream (``probe.wait(epoch)``: its changes are complete)."""
+        return self.stream.probe()
+
     def _top(self, what: str) -> None:
         if self.scope is not self._stream.graph.top:
             msg = (f"{what} needs a collection outside any loop (this one is in "
@@ -308,6 +319,15 @@ class Collection:
 
     # Set by linq.differential.iterate (it needs this class).
     iterate: Callable[..., "Collection"]
+
+
+def _summed(triples: Iterable[Tuple[Any, Any, int]]) -> list:
+    acc: Dict[Tuple[Any, Any], int] = {}
+    get = acc.get
+    for k, v, d in triples:
+        kv = (k, v)
+        acc[kv] = get(kv, 0) + d
+    return [(k, v, d) for (k, v), d in acc.items() if d]
 
 
 def _identity(x: Any) -> Any:

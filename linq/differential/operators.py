@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Set, Tuple
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 from linq.core import UserFunctionError, fn_name
-from linq.differential.lattice import le, lower_bound, lub
-from linq.differential.trace import Trace, accumulate
+from linq.differential.lattice import lower_bound, lub
+from linq.differential.trace import Trace
 
 __all__ = ["LinearVertex", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic"]
 
@@ -73,6 +73,7 @@ class _Arranged(Vertex):
     """A vertex holding traces, compacted whenever its frontier moves."""
 
     _observer = True            # the worker tells it the frontier at its input
+    _compacted_at = -1          # the least epoch of the frontier at the last compaction
     op: str
     key_fn: Any
 
@@ -80,11 +81,18 @@ class _Arranged(Vertex):
         raise NotImplementedError
 
     def observe_frontier(self, frontier: List[Timestamp]) -> None:
+        """Compact when the least epoch of the frontier moves: within an epoch's loop, while a
+        later epoch may still come, no two iterations can be told apart less (the advanced
+        time of ``(e, i)`` stays ``(e, i)``), so compacting then would find nothing to merge."""
         if not frontier:
             return
+        epoch = min(t[0] for t in frontier)
+        if epoch == self._compacted_at:
+            return
+        self._compacted_at = epoch
         bound = lower_bound(frontier)
         for tr in self.traces():
-            if tr.dirty and tr.since != bound:
+            if tr.dirty:
                 tr.compact(bound)
 
     def _unhashable(self, exc: TypeError, batch: list) -> None:
@@ -204,24 +212,22 @@ class ReduceVertex(_Arranged):
 
     def on_notify(self, time: Timestamp) -> None:
         keys = self.pending.pop(time, ())
-        inputs = self.input.index
+        inputs = self.input
         outputs = self.output
         logic = self.logic
         out: List[Tuple[Any, int]] = []
         for key in keys:
-            ups = inputs.get(key)
-            if ups:
-                acc = accumulate(ups, time)
+            acc, later = inputs.accumulate(key, time)
+            if acc:
                 if self.nonnegative:
                     self._check(key, acc, time)
-                desired = logic(key, acc) if acc else {}
-                later = {t for _, t, _ in ups if not le(t, time)}
-                for t in later:
-                    self._schedule(key, lub(time, t))
+                desired = logic(key, acc)
             else:
                 desired = {}
-            prev = outputs.get(key)
-            current = accumulate(prev, time) if prev else {}
+            if later:
+                for t in {u[1] for u in later}:
+                    self._schedule(key, lub(time, t))
+            current = dict(outputs.accumulate(key, time)[0])
             for r, n in desired.items():
                 d = n - current.pop(r, 0)
                 if d:

@@ -37,12 +37,23 @@ Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
 class Trace:
     """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
 
-    __slots__ = ("index", "dirty", "since")
+    __slots__ = ("index", "dirty", "since", "cache")
 
     def __init__(self) -> None:
         self.index: Dict[Hashable, List[Update]] = {}
         self.dirty: Set[Hashable] = set()
         self.since: Optional[List[Timestamp]] = None     # the frontier last compacted to
+        # key -> (time, collection at time, updates read, updates read but not <= time)
+        self.cache: Dict[Hashable, Tuple[Timestamp, Dict[Any, int], int, List[Update]]] = {}
+
+    def __getstate__(self) -> dict:
+        return {"index": self.index, "dirty": self.dirty, "since": self.since}
+
+    def __setstate__(self, state: dict) -> None:
+        self.index = state["index"]
+        self.dirty = state["dirty"]
+        self.since = state["since"]
+        self.cache = {}
 
     def __len__(self) -> int:
         """The number of keys with updates."""
@@ -77,6 +88,42 @@ class Trace:
                 lst.append((v, time, d))
             dirty.add(k)
 
+    def accumulate(self, key: Hashable, time: Timestamp) -> Tuple[Dict[Any, int], List[Update]]:
+        """The collection of ``key`` at ``time``, and its updates at times not ``<= time``.
+
+        The result at the last time asked is kept per key: asked again at a later time, only
+        the updates appended since and those left out then are read, so a key's cost follows
+        its new updates, not its history (compaction, which rewrites the history, drops it).
+        """
+        lst = self.index.get(key)
+        if not lst:
+            return {}, []
+        c = self.cache.get(key)
+        if c is not None and (c[0] is time or le(c[0], time)):
+            acc = dict(c[1])
+            todo: Iterable[Update] = c[3] + lst[c[2]:] if c[3] else lst[c[2]:]
+        else:
+            acc = {}
+            todo = lst
+        later: List[Update] = []
+        below: Dict[Timestamp, bool] = {}        # each distinct time compared once
+        for u in todo:
+            t = u[1]
+            b = below.get(t)
+            if b is None:
+                b = below[t] = le(t, time)
+            if b:
+                v = u[0]
+                n = acc.get(v, 0) + u[2]
+                if n:
+                    acc[v] = n
+                else:
+                    del acc[v]
+            else:
+                later.append(u)
+        self.cache[key] = (time, acc, len(lst), later)
+        return acc, later
+
     def compact(self, frontier: List[Timestamp]) -> None:
         """Advance the times of the keys touched since the last call, and merge their updates.
 
@@ -88,7 +135,10 @@ class Trace:
             return
         index = self.index
         single = frontier[0] if len(frontier) == 1 and not frontier[0][1] else None
+        moved: Dict[Timestamp, Timestamp] = {}      # each distinct time advanced once
+        cache = self.cache
         for key in self.dirty:
+            cache.pop(key, None)
             lst = index.get(key)
             if lst is None:
                 continue
@@ -102,8 +152,10 @@ class Trace:
             else:
                 acc = {}
                 for v, t, d in lst:
-                    t = advance(t, frontier)
-                    acc[(v, t)] = acc.get((v, t), 0) + d
+                    a = moved.get(t)
+                    if a is None:
+                        a = moved[t] = advance(t, frontier)
+                    acc[(v, a)] = acc.get((v, a), 0) + d
             kept = [(v, t, d) for (v, t), d in acc.items() if d]
             if kept:
                 index[key] = kept
@@ -115,8 +167,12 @@ class Trace:
 def accumulate(updates: Iterable[Update], time: Timestamp) -> Dict[Any, int]:
     """The collection at ``time``: the sum of the updates at times ``<= time``, zeros dropped."""
     acc: Dict[Any, int] = {}
+    below: Dict[Timestamp, bool] = {}        # each distinct time compared once
     for v, t, d in updates:
-        if t is time or le(t, time):
+        b = below.get(t)
+        if b is None:
+            b = below[t] = le(t, time)
+        if b:
             acc[v] = acc.get(v, 0) + d
     return {v: n for v, n in acc.items() if n}
 
