@@ -14,7 +14,7 @@ from naiad.testing import shard
 from linq.differential.collection import Collection
 from linq.differential.inputs import new_input
 
-__all__ = ["run_dd", "Change"]
+__all__ = ["run_dd", "arrangement_sizes", "Change"]
 
 Change = Tuple[Any, int]
 
@@ -52,3 +52,19 @@ def _sorted(changes: List[Change]) -> List[Change]:
         return sorted(changes)
     except TypeError:
         return sorted(changes, key=repr)
+
+
+def arrangement_sizes(comp: naiad.Computation) -> List[Tuple[str, int, int]]:
+    """``(stage, keys, updates)`` for every trace of this process's differential operators.
+
+    For tests and diagnostics: call it from the program while the workers wait (after a probe
+    says an epoch is complete), never while they run.
+    """
+    out = []
+    for w in comp._workers:
+        for v in w.vertices:
+            traces = getattr(v, "traces", None)
+            if callable(traces) and hasattr(v, "_compacted_at"):
+                for tr in traces():
+                    out.append((v.stage.name, len(tr), tr.updates()))
+    return out

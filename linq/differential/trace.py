@@ -137,6 +137,7 @@ class Trace:
         single = frontier[0] if len(frontier) == 1 and not frontier[0][1] else None
         moved: Dict[Timestamp, Timestamp] = {}      # each distinct time advanced once
         cache = self.cache
+        still: Set[Hashable] = set()     # keys a later frontier may merge further
         for key in self.dirty:
             cache.pop(key, None)
             lst = index.get(key)
@@ -159,9 +160,22 @@ class Trace:
             kept = [(v, t, d) for (v, t), d in acc.items() if d]
             if kept:
                 index[key] = kept
+                if len(kept) > 1 and _mergeable(kept):
+                    still.add(key)
             else:
                 del index[key]
-        self.dirty = set()
+        self.dirty = still
+
+
+def _mergeable(updates: List[Update]) -> bool:
+    """Whether some value has updates at two epochs (a later frontier may merge them); updates
+    at two iterations of one epoch stay apart for as long as the loop may run."""
+    epoch_of: Dict[Any, int] = {}
+    for v, t, _ in updates:
+        e = epoch_of.setdefault(v, t[0])
+        if e != t[0]:
+            return True
+    return False
 
 
 def accumulate(updates: Iterable[Update], time: Timestamp) -> Dict[Any, int]:

@@ -1,0 +1,209 @@
+"""Differential dataflow: samples against oracles recomputed from scratch, bounded state, errors,
+and recovery from SIGKILL during incremental updates."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import naiad
+from linq import differential as dd
+from linq.differential import Collection
+from linq.differential.testing import arrangement_sizes, run_dd
+from naiad.testing import shard
+from samples import dd_bfs, dd_components, dd_scc, dd_wordcount
+from samples.graphs import random_edges
+from samples.textdata import stdlib_import_graph, stdlib_text_files
+from tests.test_recovery import kill_stage
+
+CONFIGS = [(1, 1), (1, 2), (2, 1)]
+
+
+# ---- samples, every epoch against a from-scratch oracle ----------------------------------------
+@pytest.mark.parametrize("processes,workers", CONFIGS)
+def test_bfs_with_edge_insertions_and_removals(processes, workers):
+    edges, updates = dd_bfs.changes(300, 600, epochs=6, per_epoch=4, seed=processes * 10 + workers)
+    results = dd_bfs.run([0, 1], edges, updates, processes, workers)
+    dd_bfs.check([0, 1], edges, updates, results)
+
+
+@pytest.mark.parametrize("processes,workers", CONFIGS + [(2, 2)])
+def test_components_with_rewirings(processes, workers):
+    edges = random_edges(400, 380, seed=processes + 3 * workers)
+    updates = dd_components.rewirings(edges, 8, seed=workers)
+    dd_components.run(edges, updates, processes, workers, check=True)
+
+
+def test_components_on_the_import_graph():
+    edges = sorted(set(stdlib_import_graph()))
+    dd_components.run(edges, dd_components.rewirings(edges, 4, seed=2), check=True)
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 1), (1, 2), (2, 1)])
+def test_strongly_connected_components_nested_loops(processes, workers):
+    edges = sorted(set(random_edges(60, 110, seed=5 + workers)))
+    updates = dd_scc.rewire(edges, 4, seed=processes)
+    dd_scc.check(edges, updates, dd_scc.run(edges, updates, processes, workers))
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 1), (2, 1)])
+def test_incremental_wordcount_over_stdlib_files(processes, workers):
+    initial, updates = dd_wordcount.epochs_of_files(stdlib_text_files(limit=8), 4, 1, seed=3)
+    dd_wordcount.check(initial, updates, dd_wordcount.run(initial, updates, processes, workers))
+
+
+# ---- state follows the live collection -------------------------------------------------------
+def test_arrangements_hold_only_live_records_after_1000_epochs():
+    records = list(range(40))
+    flipping = records[:25]
+
+    def program(comp):
+        inp = dd.new_input(comp, name="xs")
+        static = dd.new_input(comp, name="static")
+        c = inp.collection
+        out = (c.distinct().concat(c.count(lambda r: r % 7).map(lambda kn: kn[0]))
+                .concat(c.join(static.collection, key=lambda r: r % 5, other_key=lambda s: s,
+                               result=lambda r, s: r)))
+        got = out.collect()
+        probe = out.probe()
+        comp.activate()
+        inp.on_next(records)
+        static.on_next(range(5))
+        for epoch in range(1, 1001):
+            inp.update([(r, -1 if epoch % 2 else 1) for r in flipping])
+            static.on_next()
+        inp.on_next()               # one more epoch: the frontier passes epoch 1000
+        static.on_next()
+        probe.wait(1001, timeout=120)
+        sizes = arrangement_sizes(comp)
+        inp.on_completed()
+        static.on_completed()
+        comp.join(timeout=60)
+        return sizes, got.at(1001)
+
+    [(sizes, final)] = naiad.execute(program)
+    live = len(records)            # epoch 1000 re-inserted the flipping records
+    assert sizes, "no arrangement found"
+    for stage, keys, updates in sizes:
+        assert updates <= live, f"{stage}: {updates} updates held for {live} live records"
+    assert sum(n for r, n in final.items() if isinstance(r, int)) > 0
+
+
+# ---- errors -----------------------------------------------------------------------------------
+def test_negative_count_into_distinct_names_operator_and_key():
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(lambda c: c.distinct(), ["a"], [[("b", -1)]])
+    msg = str(err.value)
+    assert "distinct" in msg and "'b'" in msg and "negative count" in msg
+
+
+def test_negative_count_into_min_names_the_user_function():
+    def score(r):
+        return r[1]
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(lambda c: c.min(lambda r: r[0], score), [("k", 1)], [[(("k", 2), -1)]])
+    assert "min(<lambda>, score)" in str(err.value) and "'k'" in str(err.value)
+
+
+def test_negative_count_into_group_by():
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(lambda c: c.group_by(lambda r: r % 2, lambda k, rs: [len(rs)]), [], [[(3, -1)]])
+    assert "group_by" in str(err.value) and "negative" in str(err.value)
+
+
+def test_unhashable_key_is_named():
+    def bad_key(r):
+        return [r]
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(lambda c: c.count(bad_key), [1, 2])
+    assert "bad_key" in str(err.value) and "unhashable" in str(err.value)
+
+
+def test_body_returning_something_else():
+    def body(loop, x):
+        return [x]
+    with pytest.raises(TypeError, match="body body must return a differential Collection"):
+        run_dd(lambda c: c.iterate(body), [1])
+
+
+def test_body_returning_an_outer_collection():
+    with pytest.raises(naiad.GraphError, match="not of its loop"):
+        run_dd(lambda c: c.iterate(lambda loop, x: c), [1])
+
+
+def test_bad_updates_are_refused():
+    def program(comp):
+        inp = dd.new_input(comp, name="xs")
+        inp.collection.collect()
+        comp.activate()
+        errors = []
+        for bad in (lambda: inp.update([("a", 0)]), lambda: inp.update(["a"]),
+                    lambda: inp.on_next("abc"), lambda: inp.update([("a", 1.5)])):
+            try:
+                bad()
+            except (TypeError, ValueError) as exc:
+                errors.append(str(exc))
+        inp.on_completed()
+        comp.join()
+        return errors
+    [errors] = naiad.execute(program)
+    assert len(errors) == 4 and all("'xs'" in e for e in errors)
+
+
+def test_join_needs_a_collection():
+    def build(c):
+        return c.join([1, 2], key=lambda r: r, other_key=lambda r: r, result=lambda a, b: a)
+    with pytest.raises(TypeError, match="needs a differential Collection"):
+        run_dd(build, [1])
+
+
+def test_max_iterations_stops_the_loop():
+    step = lambda loop, x: x.map(lambda v: v + 1).concat(x).distinct()   # never a fixed point
+    out = run_dd(lambda c: c.iterate(step, max_iterations=4), [0])
+    assert out[0] == [(v, 1) for v in range(5)]     # the body's output at iteration 3
+
+
+# ---- recovery -----------------------------------------------------------------------------------
+def _cc_program(edges, updates, kill=None):
+    sym = dd_components.symmetric(edges)
+
+    def program(comp):
+        inp = dd.new_input(comp, name="edges")
+        stream = inp.collection.stream
+        if kill is not None:
+            stream = kill_stage(stream, *kill)
+        got = dd_components.components(Collection(stream)).collect()
+        comp.activate()
+        me, n = comp.process_index, comp.processes
+        inp.on_next(shard(sym, me, n))
+        for u in updates:
+            inp.update(shard(u, me, n))
+        inp.on_completed()
+        comp.join(timeout=120)
+        return got.results
+    return program
+
+
+def _merged(parts):
+    out = {}
+    for p in parts:
+        for e, changes in p.items():
+            out.setdefault(e, []).extend(changes)
+    return {e: sorted(c, key=repr) for e, c in out.items()}
+
+
+@pytest.mark.timeout(180)
+def test_components_survive_sigkill_during_updates(tmp_path: Path):
+    rng = random.Random(7)
+    edges = random_edges(300, 300, seed=11)
+    updates = dd_components.rewirings(edges, 14, seed=3)
+    kill_epoch = rng.randrange(6, 13)
+    marker = tmp_path / "killed"
+    parts = naiad.execute(_cc_program(edges, updates, (marker, kill_epoch, 1)), processes=2,
+                          checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+    assert marker.exists(), f"no process was killed at epoch {kill_epoch}"
+    clean = naiad.execute(_cc_program(edges, updates), processes=2)
+    assert _merged(parts) == _merged(clean)
+    assert len(_merged(parts)) == len(updates) + 1
