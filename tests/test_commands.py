@@ -214,6 +214,10 @@ SMALL: Dict[str, List[str]] = {
     "frames_wordcount": ["--files", "20", "-n", "2", "--per-epoch", "7"],
     "wordcount_vertex": ["--files", "20", "-t", "2"],
     "collatz": ["--limit", "100"],
+    "dd_bfs": ["--nodes", "300", "--edges", "600", "--epochs", "3"],
+    "dd_components": ["--random", "300", "--updates", "4", "--check"],
+    "dd_scc": ["--random", "60", "--epochs", "2"],
+    "dd_wordcount": ["--files", "8", "--epochs", "3"],
 }
 
 

@@ -12,6 +12,7 @@ import types
 import pytest
 
 import linq
+from linq import differential as dd
 import naiad
 import naiad.spark
 import naiad.testing
@@ -37,6 +38,7 @@ EXPORTS = {
         "partition_by", "distinct", "union", "intersect", "except_", "count", "group_by",
         "cogroup_by", "join", "min", "max", "aggregate", "iterate", "iterate_and_accumulate",
     },
+    dd: {"new_input", "InputCollection", "Collection", "Collected", "Loop", "iterate"},
     naiad.spark: {
         "execute", "local_session", "source", "to_dataframe", "task_slots", "check_java",
         "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "SparkUnavailable",

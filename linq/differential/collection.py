@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import itemgetter
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple
+from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple, Union,
+                    cast)
 
 import stages
 from naiad.errors import GraphError
@@ -129,7 +130,7 @@ class Collection:
     def _with(self, kind: str, f: Callable, op: str) -> "Collection":
         return Collection(self._stream, self._steps + ((kind, f, op),))
 
-    def _keyed(self, op: str, key: Optional[Callable], value: Optional[Callable],
+    def _keyed(self, op: str, key: Optional[Callable], value: Union[Callable, None, bool],
                consolidate: bool = False) -> Stream:
         """``(key, value, diff)`` triples; ``key`` None keys by the record, ``value`` None gives
         the record itself (``False``: no value).  With ``consolidate`` the triples of a batch
@@ -146,7 +147,8 @@ class Collection:
         elif v is None:
             pairs = lambda b: ((k(r), r, d) for r, d in b)
         else:
-            pairs = lambda b: ((k(r), v(r), d) for r, d in b)
+            vf = cast(Callable[[Any], Any], v)
+            pairs = lambda b: ((k(r), vf(r), d) for r, d in b)
         if consolidate:
             then: Callable[[list], list] = lambda b: _summed(pairs(b))
         else:
