@@ -136,8 +136,11 @@ class JoinVertex(_Arranged):
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
         other = self.sides[1 - edge].index
         result = self.result
-        out: Dict[Timestamp, list] = {}
+        now: list = []                            # pairs at ``time`` itself: the common case
+        later: Dict[Timestamp, list] = {}         # pairs at a later least upper bound
         lubs: Dict[Timestamp, Timestamp] = {}
+        last_t2: Any = None
+        last_t: Any = None
         v = v2 = None
         try:
             for k, v, d in batch:
@@ -145,16 +148,16 @@ class JoinVertex(_Arranged):
                 if not ups:
                     continue
                 for v2, t2, d2 in ups:
-                    t = lubs.get(t2)
-                    if t is None:
-                        t = lubs[t2] = lub(time, t2)
-                    lst = out.get(t)
-                    if lst is None:
-                        lst = out[t] = []
+                    if t2 is not last_t2:
+                        last_t = lubs.get(t2)
+                        if last_t is None:
+                            last_t = lubs[t2] = lub(time, t2)
+                        last_t2 = t2
+                    out = now if last_t == time else later.setdefault(last_t, [])
                     if edge == 0:
-                        lst.append((result(v, v2), d * d2))
+                        out.append((result(v, v2), d * d2))
                     else:
-                        lst.append((result(v2, v), d * d2))
+                        out.append((result(v2, v), d * d2))
         except TypeError as exc:
             if "unhashable" in str(exc):
                 self._unhashable(exc, batch)
@@ -165,7 +168,9 @@ class JoinVertex(_Arranged):
             self.sides[edge].add_batch(batch, time)
         except TypeError as exc:
             self._unhashable(exc, batch)
-        for t, lst in out.items():
+        if now:
+            self.send_batch_by(0, now, time)
+        for t, lst in later.items():
             self.send_batch_by(0, lst, t)
 
     def _failed(self, exc: Exception, edge: int, v: Any, v2: Any):
