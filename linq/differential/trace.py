@@ -6,10 +6,10 @@ history.  Operators look a key up (join walks the other side's updates for the k
 accumulates a key's updates at a time) and append new updates to it.
 
 Compaction keeps the state the size of the live collection rather than of its history.  When the
-frontier of the operator advances, every key touched since the last compaction has its times
+frontier of the operator advances, every key holding updates of two or more epochs has its times
 advanced by the frontier (:func:`~linq.differential.lattice.advance`); updates whose times become
 equal are summed and those summing to zero are dropped, and a key with no update left disappears.
-Compaction visits only the keys touched since the previous one, so its cost follows the changes.
+Compaction visits only those keys, so its cost follows the changes, not the state.
 
 >>> from naiad import Timestamp
 >>> tr = Trace()
@@ -19,7 +19,9 @@ Compaction visits only the keys touched since the previous one, so its cost foll
 >>> tr.updates(), len(tr)
 (0, 0)
 >>> tr.add("k", "v", Timestamp(5000), 1); tr.compact([Timestamp(6000)]); tr.get("k")
-[('v', Timestamp(6000), 1)]
+[('v', Timestamp(5000), 1)]
+>>> tr.add("k", "v", Timestamp(5001), 1); tr.compact([Timestamp(6000)]); tr.get("k")
+[('v', Timestamp(6000), 2)]
 """
 
 from __future__ import annotations
@@ -73,20 +75,28 @@ class Trace:
         if lst is None:
             self.index[key] = [(value, time, diff)]
         else:
+            if lst[0][1][0] != time[0]:
+                self.dirty.add(key)
             lst.append((value, time, diff))
-        self.dirty.add(key)
 
     def add_batch(self, triples: Iterable[Tuple[Hashable, Any, int]], time: Timestamp) -> None:
-        """Append ``(key, value, diff)`` updates, all at ``time``."""
+        """Append ``(key, value, diff)`` updates, all at ``time``.
+
+        A key becomes due for compaction when it gets updates at a second epoch: updates of
+        one epoch only can never merge further (iterations of a loop stay apart), so keys
+        written once and never again cost nothing when the frontier moves.
+        """
         index = self.index
         dirty = self.dirty
+        epoch = time[0]
         for k, v, d in triples:
             lst = index.get(k)
             if lst is None:
                 index[k] = [(v, time, d)]
             else:
+                if lst[0][1][0] != epoch:
+                    dirty.add(k)
                 lst.append((v, time, d))
-            dirty.add(k)
 
     def accumulate(self, key: Hashable, time: Timestamp) -> Tuple[Dict[Any, int], List[Update]]:
         """The collection of ``key`` at ``time``, and its updates at times not ``<= time``.
@@ -160,22 +170,12 @@ class Trace:
             kept = [(v, t, d) for (v, t), d in acc.items() if d]
             if kept:
                 index[key] = kept
-                if len(kept) > 1 and _mergeable(kept):
+                first = kept[0][1][0]
+                if any(t[0] != first for _, t, _ in kept):
                     still.add(key)
             else:
                 del index[key]
         self.dirty = still
-
-
-def _mergeable(updates: List[Update]) -> bool:
-    """Whether some value has updates at two epochs (a later frontier may merge them); updates
-    at two iterations of one epoch stay apart for as long as the loop may run."""
-    epoch_of: Dict[Any, int] = {}
-    for v, t, _ in updates:
-        e = epoch_of.setdefault(v, t[0])
-        if e != t[0]:
-            return True
-    return False
 
 
 def accumulate(updates: Iterable[Update], time: Timestamp) -> Dict[Any, int]:
