@@ -324,11 +324,13 @@ class Collection:
 
 
 def _summed(triples: Iterable[Tuple[Any, Any, int]]) -> list:
-    acc: Dict[Tuple[Any, Any], int] = {}
-    get = acc.get
+    """``(key, value, diff)`` summed by ``(key, value)``; the +1 changes (most of them) are
+    counted by ``Counter``'s C loop."""
+    triples = list(triples)
+    acc: Counter = Counter([(k, v) for k, v, d in triples if d == 1])
     for k, v, d in triples:
-        kv = (k, v)
-        acc[kv] = get(kv, 0) + d
+        if d != 1:
+            acc[(k, v)] += d
     return [(k, v, d) for (k, v), d in acc.items() if d]
 
 
