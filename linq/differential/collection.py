@@ -138,21 +138,32 @@ class Collection:
         (the same label offered to a node by many neighbours), and only the sum matters."""
         k = key
         v = value
+        # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, inline.
         if k is None and v is False:
-            pairs: Callable[[list], Any] = lambda b: ((r, None, d) for r, d in b)
+            kv: Callable[[Any], tuple] = lambda r: (r, None)
+            ones: Callable[[list], list] = lambda b: [(r, None) for r, d in b if d == 1]
         elif k is None:
-            pairs = lambda b: ((r, r, d) for r, d in b)
+            kv = lambda r: (r, r)
+            ones = lambda b: [(r, r) for r, d in b if d == 1]
         elif v is False:
-            pairs = lambda b: ((k(r), None, d) for r, d in b)
+            kv = lambda r: (k(r), None)
+            ones = lambda b: [(k(r), None) for r, d in b if d == 1]
         elif v is None:
-            pairs = lambda b: ((k(r), r, d) for r, d in b)
+            kv = lambda r: (k(r), r)
+            ones = lambda b: [(k(r), r) for r, d in b if d == 1]
         else:
             vf = cast(Callable[[Any], Any], v)
-            pairs = lambda b: ((k(r), vf(r), d) for r, d in b)
+            kv = lambda r: (k(r), vf(r))
+            ones = lambda b: [(k(r), vf(r)) for r, d in b if d == 1]
         if consolidate:
-            then: Callable[[list], list] = lambda b: _summed(pairs(b))
+            def then(b: list) -> list:
+                acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
+                for r, d in [rd for rd in b if rd[1] != 1]:
+                    acc[kv(r)] += d
+                return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
         else:
-            then = lambda b: list(pairs(b))
+            def then(b: list) -> list:
+                return [kv(r) + (d,) for r, d in b]
         fn = _batch_fn(self._steps, then)
         role_fn = k if k is not None else v if callable(v) else None
         diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)
@@ -321,17 +332,6 @@ class Collection:
 
     # Set by linq.differential.iterate (it needs this class).
     iterate: Callable[..., "Collection"]
-
-
-def _summed(triples: Iterable[Tuple[Any, Any, int]]) -> list:
-    """``(key, value, diff)`` summed by ``(key, value)``; the +1 changes (most of them) are
-    counted by ``Counter``'s C loop."""
-    triples = list(triples)
-    acc: Counter = Counter([(k, v) for k, v, d in triples if d == 1])
-    for k, v, d in triples:
-        if d != 1:
-            acc[(k, v)] += d
-    return [(k, v, d) for (k, v), d in acc.items() if d]
 
 
 def _identity(x: Any) -> Any:
