@@ -155,11 +155,13 @@ def cluster(files: List[str], edges: List[Tuple[int, int]], want_counts: Counter
 
 
 def main() -> None:
+    load_before = os.getloadavg()[0]
     files = stdlib_text_files() * REPEAT
     size = sum(os.path.getsize(f) for f in files)
     edges = rmat_edges(SCALE, seed=1)
     rows, counts, ranks = local(files, edges)
     rows += cluster(files, edges, counts, ranks)
+    load_after = os.getloadavg()[0]
     body = table(["where", "dataflow", "processes", "seconds", "in program", "speed-up",
                   "result vs 1 local"], rows)
     body += f"""
@@ -176,7 +178,8 @@ local speed-ups are of that time, Spark's of the whole call.
 The Spark cluster is a master and {max(PROCESSES)} workers of one core each on 127.0.0.1, one
 executor per process.
 
-This machine has 2 cores, shared with other work: beyond 2 processes there is nothing to run
+This machine has 2 cores, shared with other work (load average {load_before:.1f} when the run
+began, {load_after:.1f} when it ended): beyond 2 processes there is nothing to run
 them on, so 4 processes measure the cost of more processes (more exchange, more progress
 traffic, time-slicing) rather than a speed-up, and even 2 processes compete with the driver,
 the Spark daemons and everything else running. The table shows that results stay equal and how
