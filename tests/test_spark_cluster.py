@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
 
 import pytest
 
@@ -40,11 +40,31 @@ def cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
         box.stop()
 
 
+def _start_driver(cluster: StandaloneCluster, argv: List[str]) -> subprocess.Popen:
+    """A driver process in a session of its own, so that its JVM can be killed with it."""
+    return subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=cluster.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
 def _driver(cluster: StandaloneCluster, argv: List[str], timeout: float = 300
-            ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=cluster.env(),
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+            ) -> Tuple[int, str, str]:
+    """Run a driver to its end (bounded); its exit code, stdout and stderr."""
+    proc = _start_driver(cluster, argv)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            _kill_session(proc)
+    return proc.returncode, out, err
 
 
 def _executor_dirs(cluster: StandaloneCluster, app: str) -> List[Path]:
@@ -58,31 +78,29 @@ def _last_app(cluster: StandaloneCluster) -> str:
 
 
 def test_the_pagerank_main_sample_runs_on_two_executors_of_the_cluster(cluster):
-    res = _driver(cluster, ["-m", "samples.main", "--master", cluster.url, "-n", "2",
-                            "-i", "10", "--graph", "imports", "--top", "3"])
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
-    assert f"one Spark barrier stage ({cluster.url})" in res.stdout
-    assert "Checked against a plain power iteration: max difference" in res.stdout
+    code, out, err = _driver(cluster, ["-m", "samples.main", "--master", cluster.url, "-n", "2",
+                                       "-i", "10", "--graph", "imports", "--top", "3"])
+    assert code == 0, out[-3000:] + err[-5000:]
+    assert f"one Spark barrier stage ({cluster.url})" in out
+    assert "Checked against a plain power iteration: max difference" in out
     # One executor on each worker: each its own JVM, the two processes on different workers.
     dirs = _executor_dirs(cluster, _last_app(cluster))
     assert {d.parent.parent.name for d in dirs} == {"worker0", "worker1"}, dirs
 
 
 def test_the_kmeans_sample_runs_on_the_cluster(cluster):
-    res = _driver(cluster, ["-m", "samples.spark_kmeans", "--master", cluster.url, "-n", "2",
-                            "--points", "4000", "-i", "5"])
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
-    assert "Checked against plain Lloyd iterations: max difference" in res.stdout
+    code, out, err = _driver(cluster, ["-m", "samples.spark_kmeans", "--master", cluster.url,
+                                       "-n", "2", "--points", "4000", "-i", "5"])
+    assert code == 0, out[-3000:] + err[-5000:]
+    assert "Checked against plain Lloyd iterations: max difference" in out
     dirs = _executor_dirs(cluster, _last_app(cluster))
     assert {d.parent.parent.name for d in dirs} == {"worker0", "worker1"}, dirs
 
 
 def test_a_killed_python_worker_makes_spark_retry_the_whole_barrier_stage(cluster, tmp_path):
     pid_file = tmp_path / "pid"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.spark_cluster_programs", "--master", cluster.url,
-         "--pid-dir", str(tmp_path)], cwd=ROOT, env=cluster.env(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = _start_driver(cluster, ["-m", "tests.spark_cluster_programs", "--master",
+                                   cluster.url, "--pid-dir", str(tmp_path)])
     try:
         deadline = time.monotonic() + 240
         while not pid_file.exists():
@@ -95,8 +113,7 @@ def test_a_killed_python_worker_makes_spark_retry_the_whole_barrier_stage(cluste
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+            _kill_session(proc)
     assert proc.returncode == 0, out[-3000:] + err[-8000:]
     assert "RESULT OK" in out
     # The driver's log: the task died with its Python worker, the barrier stage failed as a
