@@ -73,6 +73,7 @@ class Traffic:
     rounds: int = 0
     notifications: int = 0
     callbacks: int = 0
+    held: int = 0                # drains that kept a retirement back
     sizes: Dict[tuple, int] = field(default_factory=dict, repr=False)
 
 
@@ -128,11 +129,12 @@ class _Model:
 
 def simulate(graph: LogicalGraph, processes: int, workers: int, *, epochs: int = 2,
              iterations: int = 5, mode: str = "worker", per_round: Optional[int] = None,
-             max_rounds: int = 100_000) -> Traffic:
+             slow: int = 0, max_rounds: int = 100_000) -> Traffic:
     """Run ``epochs`` epochs of ``graph`` over ``processes x workers`` simulated workers.
 
     ``per_round`` bounds the batches a worker handles in a round (the rest wait for the next
-    one), which spreads a time's arrivals over several rounds as on a real network."""
+    one), which spreads a time's arrivals over several rounds as on a real network; the first
+    ``slow`` workers act only every other round (stragglers)."""
     if mode not in MODES:
         msg = f"mode must be one of {MODES}; got {mode!r}"
         raise ValueError(msg)
@@ -205,7 +207,7 @@ def simulate(graph: LogicalGraph, processes: int, workers: int, *, epochs: int =
                     changes[(st.loc, Timestamp(epoch + 1))] += 1
                 changes[(st.loc, Timestamp(epoch))] -= 1
                 emit(w, changes)
-        _flush(mode, buffers, view, broadcast)
+        _flush(mode, buffers, view, broadcast, traffic)
         _deliver(outbox, inbox)
         for updates in round_out:
             view.update_many(updates)
@@ -217,6 +219,8 @@ def simulate(graph: LogicalGraph, processes: int, workers: int, *, epochs: int =
                 raise AssertionError(msg)
             outbox = []
             for w in range(n):
+                if w < slow and traffic.rounds % 2:
+                    continue
                 for p in sorted(requested[w], key=lambda q: (q[1], q[0])):
                     if view.in_frontier(*p):
                         assert safe(p), f"notification {p} delivered while an event precedes it"
@@ -255,7 +259,7 @@ def simulate(graph: LogicalGraph, processes: int, workers: int, *, epochs: int =
                 inbox[w].clear()
                 if later[w]:
                     inbox[w], later[w] = later[w], inbox[w]
-            _flush(mode, buffers, view, broadcast)
+            _flush(mode, buffers, view, broadcast, traffic)
             _deliver(outbox, inbox)
             for updates in round_out:
                 view.update_many(updates)
@@ -265,12 +269,13 @@ def simulate(graph: LogicalGraph, processes: int, workers: int, *, epochs: int =
 
 
 def _flush(mode: str, buffers: List[ProgressBuffer], view: Tracker,
-           broadcast: Callable[[List[Update]], None]) -> None:
+           broadcast: Callable[[List[Update]], None], traffic: Traffic) -> None:
     if mode == "none":
         return
     for buf in buffers:
         if buf:
             broadcast(buf.drain(view, hold=mode != "unheld"))
+            traffic.held += bool(buf)
 
 
 def _deliver(outbox: List, inbox: List[Counter]) -> None:

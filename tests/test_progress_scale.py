@@ -41,6 +41,16 @@ def test_every_accumulation_does_the_same_work_with_fewer_messages(name, process
     assert process.bytes < worker.bytes
 
 
+def test_retirements_are_held_when_a_worker_retires_behind_the_frontier():
+    """With a straggler, a worker retires batches at an exchange while batches at the same time
+    still wait upstream in the straggler: the engine's rule holds those retirements back."""
+    graph = GRAPHS["components"]()
+    held = simulate(graph, 2, 2, epochs=2, iterations=3, mode="worker", per_round=1, slow=1)
+    unheld = simulate(graph, 2, 2, epochs=2, iterations=3, mode="unheld", per_round=1, slow=1)
+    assert unheld.held == 0
+    assert held.held > 0 and held.notifications == unheld.notifications
+
+
 def test_a_single_process_sends_nothing_over_the_network():
     t = simulate(GRAPHS["components"](), 1, 4, epochs=1, iterations=3, mode="worker")
     assert t.broadcasts > 0 and t.messages == 0 and t.bytes == 0
