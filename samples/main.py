@@ -295,7 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         import naiad.spark
-        print("Starting a local SparkSession ...", flush=True)
+        print(f"Starting a SparkSession ({args.master or 'local'}) ...", flush=True)
         spark = naiad.spark.local_session(args.master, processes=args.processes)
     except (ImportError, naiad.NaiadError) as exc:   # no PySpark, or no Java
         print(f"Cannot run the Spark sample: {exc}", file=sys.stderr)

@@ -38,6 +38,16 @@ SKIP: Dict[str, str] = {
     "spark-submit": "submits to a YARN or Kubernetes cluster, which a test machine does not have",
     "python -m venv env": "packs an environment for cluster executors from the package index",
     "...": "an elision in an example, not a command",
+    "umask 077": "writes a secret into your home directory",
+    "scp ": "copies a file to another machine",
+    "$SPARK_HOME/bin/spark-class": "starts a long-running Spark daemon; tests/test_spark_cluster.py "
+                                   "starts the same standalone cluster",
+}
+# Commands that cannot run inside the test suite, by program (after VAR=value assignments).
+SKIP_PROGRAMS: Dict[str, str] = {
+    "ip": "creates network namespaces as root; tests/test_hosts_netns.py does the same",
+    "kubectl": "needs a Kubernetes cluster",
+    "docker": "builds an image for a Kubernetes cluster",
 }
 
 # Commands that run in a smaller form: same code path, smaller input.
@@ -118,6 +128,9 @@ def skip_reason(command: str) -> Optional[str]:
     for prefix, why in SKIP.items():
         if command.startswith(prefix):
             return why
+    words = [w for w in command.split() if not re.fullmatch(r"[A-Z_]+=\S*", w)]
+    if words and words[0] in SKIP_PROGRAMS:
+        return SKIP_PROGRAMS[words[0]]
     return None
 
 
@@ -170,6 +183,13 @@ def test_processes_started_by_hand_as_documented(doc, block):
     """The lines of one block that start processes by hand (-p 0, -p 1, ...) run together."""
     lines = [cmd for d, cmd, b in doc_commands() if d == doc and b == block
              and re.search(r"(^|\s)-p \d", cmd)]
+    for line in lines:
+        why = skip_reason(line)
+        if why:
+            pytest.skip(f"{line!r}: {why}")
+        if re.search(r"\d+\.\d+\.\d+\.\d+:\d+", line.replace("127.0.0.1:", "")):
+            pytest.skip(f"{line!r} names other hosts; tests/test_hosts_netns.py runs such a "
+                        "pair in two network namespaces")
     ports = {}
     for line in lines:
         for port in re.findall(r"127\.0\.0\.1:(\d+)", line):
