@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.committer import Committer
 from naiad.errors import NaiadError
-from naiad.worker import CHECKPOINT
+from naiad.messages import CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation

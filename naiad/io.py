@@ -12,7 +12,7 @@ from naiad.errors import GraphError, NaiadError, VertexError
 from naiad.graph import VERTEX, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
-from naiad.worker import INPUT_CLOSE, INPUT_EPOCH
+from naiad.messages import INPUT_CLOSE, INPUT_EPOCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation

@@ -14,7 +14,7 @@ from typing import List
 
 __all__ = ["LocalFabric"]
 
-DATA, PROGRESS, STOP = 0, 1, 4
+from naiad.messages import DATA, PROGRESS, STOP
 
 
 class LocalFabric:
