@@ -12,7 +12,7 @@ loop) → ``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.te
 
 from naiad.progress.timestamp import Timestamp
 from naiad.errors import (ComputationFailed, GraphError, NaiadError, ProgressViolation,
-                          TimeViolation, VertexError)
+                          RemoteFailure, TimeViolation, VertexError)
 from naiad.partition import Exchange, Pipeline, key_hash
 from naiad.vertex import Vertex
 from naiad.graph import Stream
@@ -40,6 +40,7 @@ __all__ = [
     "TimeViolation",
     "ProgressViolation",
     "ComputationFailed",
+    "RemoteFailure",
     "CheckpointInUse",
     "CheckpointLayoutError",
     "LogFormatError",

@@ -57,6 +57,10 @@ class Worker:
         return self.state.stages
 
     @property
+    def vertices(self):
+        return self.state.vertices
+
+    @property
     def tracker(self):
         return self.state.tracker
 
