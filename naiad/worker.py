@@ -91,18 +91,21 @@ class Worker:
     def _loop(self) -> None:
         state = self.state
         step = state.step
+        actions = state.actions
         fabric = self.fabric
         index, local = self.index, self.local_index
+        watch_frontier = self.window is not None or self.meter is not None
         while True:
             self._take_inbox()
             if state.stopped is not None:
                 return
             status = step()
-            if state.actions:
+            if actions:
                 self._carry_out()
             if state.frontier_moved:
                 state.frontier_moved = False
-                self._frontier_moved()
+                if watch_frontier:
+                    self._frontier_moved()
             if status is _BUSY:
                 continue
             fabric.flush(index)
@@ -128,18 +131,17 @@ class Worker:
 
     def _carry_out(self) -> None:
         """Hand the state machine's actions, in order, to the transport and the computation."""
-        state = self.state
-        actions = state.actions
-        send = self.fabric.send
+        actions = self.state.actions
+        fabric = self.fabric
         me = self.index
         for action in actions:
             tag = action[0]
             if tag == DATA:
-                send(me, action[1], action[2], action[3], action[4])
+                fabric.send(me, action[1], action[2], action[3], action[4])
             elif tag == PROGRESS:
                 if self.meter is not None:
                     self.meter.progress(True, len(action[1]))
-                self.fabric.broadcast_progress(me, action[1])
+                fabric.broadcast_progress(me, action[1])
             elif tag == CHECKPOINT:
                 self.comp._on_snapshot(self, action[1], action[2], action[3])
         actions.clear()

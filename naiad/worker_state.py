@@ -60,6 +60,9 @@ class Step(IntEnum):
     DONE = 2
 
 
+_BUSY, _IDLE, _DONE = Step.BUSY, Step.IDLE, Step.DONE
+
+
 def _no_clock() -> float:
     return 0.0
 
@@ -238,9 +241,10 @@ class WorkerState:
             self.run_pending()
             self._since_flush += 1
             if self.pending and self._since_flush < STEPS_BEFORE_FLUSH:
-                return Step.BUSY
+                return _BUSY
         self._since_flush = 0
-        self.flush_progress()
+        if self.buffer:
+            self.flush_progress()
         if tracker.version != self._seen_version:
             self._seen_version = tracker.version
             self.frontier_moved = True
@@ -249,15 +253,16 @@ class WorkerState:
             if self.observers:
                 self.observe()
             if self.notifications and self.run_notifications():
-                return Step.BUSY     # run what the notifications sent before broadcasting
-            self.flush_progress()
+                return _BUSY         # run what the notifications sent before broadcasting
+            if self.buffer:
+                self.flush_progress()
         if self.pending or tracker.version != self._seen_version:
-            return Step.BUSY         # new local work, or a view nobody has looked at yet
+            return _BUSY             # new local work, or a view nobody has looked at yet
         if self.ckpt_epoch is not None and self.quiescent(self.ckpt_epoch):
             self.snapshot(self.ckpt_epoch)
         if tracker.is_empty() and not self.buffer:
-            return Step.DONE
-        return Step.IDLE
+            return _DONE
+        return _IDLE
 
     def run_pending(self) -> None:
         """Deliver up to :data:`BATCHES_PER_STEP` queued batches to their vertices."""
