@@ -20,9 +20,9 @@ from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
 from naiad import io as _io, probe as _probe     # noqa: F401 - Stream.collect/subscribe/probe
-from naiad.checkpoint import (CheckpointInUse, CheckpointLayoutError, CheckpointWarning,
+from naiad.recovery.store import (CheckpointInUse, CheckpointLayoutError, CheckpointWarning,
                               LogFormatError, OutputLost)
-from naiad.recovery import RecoveryFailed
+from naiad.recovery.restart import RecoveryFailed
 
 __all__ = [
     "Timestamp",

@@ -9,8 +9,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.config import OPTIONS, check_options, parse_args, positive_int
 from naiad.errors import NaiadError, RemoteFailure
-from naiad.coordinator import Coordinator
-from naiad.checkpoint import CheckpointStore
+from naiad.recovery.coordinator import Coordinator
+from naiad.recovery.store import CheckpointStore
 from naiad.debug import GlobalView
 from naiad.progress.timestamp import Timestamp
 from naiad.transport.inproc import LocalFabric

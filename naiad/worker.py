@@ -93,19 +93,35 @@ class Worker:
         step = state.step
         actions = state.actions
         fabric = self.fabric
+        send, broadcast = fabric.send, fabric.broadcast_progress
         index, local = self.index, self.local_index
-        watch_frontier = self.window is not None or self.meter is not None
+        window, meter = self.window, self.meter
+        tracker = state.tracker
         while True:
             self._take_inbox()
             if state.stopped is not None:
                 return
             status = step()
             if actions:
-                self._carry_out()
+                # The actions, in order: sends and broadcasts to the transport, snapshots to
+                # the computation (inline: this runs at every step).
+                for action in actions:
+                    tag = action[0]
+                    if tag == PROGRESS:
+                        if meter is not None:
+                            meter.progress(True, len(action[1]))
+                        broadcast(index, action[1])
+                    elif tag == DATA:
+                        send(index, action[1], action[2], action[3], action[4])
+                    elif tag == CHECKPOINT:
+                        self.comp._on_snapshot(self, action[1], action[2], action[3])
+                actions.clear()
             if state.frontier_moved:
                 state.frontier_moved = False
-                if watch_frontier:
-                    self._frontier_moved()
+                if window is not None:
+                    window.advance(local, low_epoch(tracker.frontier_view()))
+                if meter is not None and _time.monotonic() - meter.frontier_clock > 0.25:
+                    meter.publish_frontiers(tracker, state.stages)
             if status is _BUSY:
                 continue
             fabric.flush(index)
@@ -128,28 +144,3 @@ class Worker:
             except Empty:  # pragma: no cover - another reader cannot exist
                 break
             handle(msg)
-
-    def _carry_out(self) -> None:
-        """Hand the state machine's actions, in order, to the transport and the computation."""
-        actions = self.state.actions
-        fabric = self.fabric
-        me = self.index
-        for action in actions:
-            tag = action[0]
-            if tag == DATA:
-                fabric.send(me, action[1], action[2], action[3], action[4])
-            elif tag == PROGRESS:
-                if self.meter is not None:
-                    self.meter.progress(True, len(action[1]))
-                fabric.broadcast_progress(me, action[1])
-            elif tag == CHECKPOINT:
-                self.comp._on_snapshot(self, action[1], action[2], action[3])
-        actions.clear()
-
-    def _frontier_moved(self) -> None:
-        tracker = self.state.tracker
-        if self.window is not None:
-            self.window.advance(self.local_index, low_epoch(tracker.frontier_view()))
-        meter = self.meter
-        if meter is not None and _time.monotonic() - meter.frontier_clock > 0.25:
-            meter.publish_frontiers(tracker, self.state.stages)

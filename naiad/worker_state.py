@@ -19,7 +19,7 @@ carried out; the shell drains the list after every event (no object is built per
 * ``(PROGRESS, updates)``: broadcast progress updates ``[((loc, time), delta), ...]`` to every
   other worker (this worker's own view has already applied them);
 * ``(CHECKPOINT, epoch, states, notifications)``: this worker's snapshot at a boundary, each
-  vertex state in the :mod:`naiad.snapshot` format.
+  vertex state in the :mod:`naiad.recovery.snapshot` format.
 
 Vertex callbacks run inside the state machine (vertices are plain Python objects).  What the
 worker did can be reported to an optional ``meter`` (see :mod:`naiad.meter`), timed with the
@@ -33,7 +33,7 @@ from collections import deque
 from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from naiad import snapshot
+from naiad.recovery import snapshot
 from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
@@ -243,8 +243,7 @@ class WorkerState:
             if self.pending and self._since_flush < STEPS_BEFORE_FLUSH:
                 return _BUSY
         self._since_flush = 0
-        if self.buffer:
-            self.flush_progress()
+        self.flush_progress()
         if tracker.version != self._seen_version:
             self._seen_version = tracker.version
             self.frontier_moved = True
@@ -254,8 +253,7 @@ class WorkerState:
                 self.observe()
             if self.notifications and self.run_notifications():
                 return _BUSY         # run what the notifications sent before broadcasting
-            if self.buffer:
-                self.flush_progress()
+            self.flush_progress()
         if self.pending or tracker.version != self._seen_version:
             return _BUSY             # new local work, or a view nobody has looked at yet
         if self.ckpt_epoch is not None and self.quiescent(self.ckpt_epoch):

@@ -1,7 +1,7 @@
 """Checkpoints written by earlier code still resume, with their state, to the right result.
 
 ``tests/fixtures/ckpt-v1`` is a checkpoint directory written by :func:`write_fixture` with the
-vertex states in the versioned container of :mod:`naiad.snapshot` (format 1);
+vertex states in the versioned container of :mod:`naiad.recovery.snapshot` (format 1);
 ``tests/fixtures/ckpt-legacy`` was written by the same function before that container existed
 (each state pickled as a call of ``naiad.worker._unpickled``).  Each holds the running totals
 after epochs 0 and 1 of :data:`EPOCHS` (a checkpoint at epoch 2).  The test copies one, makes
@@ -117,7 +117,7 @@ def test_a_checkpoint_of_earlier_code_resumes_with_its_state(tmp_path, fixture):
 
 
 def test_the_fixtures_are_what_their_names_say():
-    from naiad.snapshot import load_states
+    from naiad.recovery.snapshot import load_states
     v1 = load_states((FIXTURES / "ckpt-v1" / "ckpt-000000002" / "proc-0" /
                       "worker-0.pkl").read_bytes())
     assert all(v == {"format": 1, "state": v["state"]} for k, v in v1.items() if k != "__naiad__")

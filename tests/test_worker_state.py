@@ -25,11 +25,12 @@ from hypothesis import strategies as st
 import naiad
 import naiad.worker
 import stages
-from naiad import Timestamp, snapshot
+from naiad import Timestamp
 from naiad.debug import GlobalView
 from naiad.graph import INPUT
 from naiad.messages import (CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP, Tag)
 from naiad.partition import partition
+from naiad.recovery import snapshot
 from naiad.worker_state import BATCHES_PER_STEP, Step, WorkerState
 
 T0, T1, T2 = Timestamp(0), Timestamp(1), Timestamp(2)

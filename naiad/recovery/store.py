@@ -34,11 +34,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
-from naiad.ckptdir import CheckpointInUse, check_private, directory_key, lock
-from naiad.epochlog import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
+from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
 from naiad.files import open_private, write_atomic
-from naiad import snapshot
+from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
 __all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
