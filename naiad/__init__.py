@@ -3,10 +3,12 @@
 Layers, each importing only those below it (checked by import-linter: the contracts are in
 pyproject.toml and tests/test_layers.py runs them): ``naiad.config`` (options and flags) →
 ``naiad.progress`` (pure progress tracking) → ``naiad.errors`` → ``naiad.partition`` →
-``naiad.graph``/``naiad.vertex`` (the logical graph and the vertex model) → ``naiad.worker``
-(scheduling) → ``naiad.transport`` (queues in process, ZeroMQ between processes) → sinks,
-probes, checkpoints, the monitor → ``naiad.computation`` → ``naiad.recovery`` (the restart
-loop) → ``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.testing``.
+``naiad.graph``/``naiad.vertex`` (the logical graph and the vertex model) →
+``naiad.worker_state`` (the worker's protocol, sans-I/O) → ``naiad.worker`` (its thread shell)
+→ ``naiad.transport`` (the Fabric protocol; queues in process, ZeroMQ between processes) →
+sinks, probes, the checkpoint store, the monitor → ``naiad.computation`` →
+``naiad.recovery.restart`` (the restart loop; the rest of ``naiad.recovery`` sits lower) →
+``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.testing``.
 ``stages`` and ``linq`` are built on top, in that order.
 """
 
