@@ -3,16 +3,18 @@
 Layers, each importing only those below it (checked by import-linter: the contracts are in
 pyproject.toml and tests/test_layers.py runs them): ``naiad.config`` (options and flags) →
 ``naiad.progress`` (pure progress tracking) → ``naiad.errors`` → ``naiad.partition`` →
-``naiad.graph``/``naiad.vertex`` (the logical graph and the vertex model) → ``naiad.worker``
-(scheduling) → ``naiad.transport`` (queues in process, ZeroMQ between processes) → sinks,
-probes, checkpoints, the monitor → ``naiad.computation`` → ``naiad.recovery`` (the restart
-loop) → ``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.testing``.
+``naiad.graph``/``naiad.vertex`` (the logical graph and the vertex model) →
+``naiad.worker_state`` (the worker's protocol, sans-I/O) → ``naiad.worker`` (its thread shell)
+→ ``naiad.transport`` (the Fabric protocol; queues in process, ZeroMQ between processes) →
+sinks, probes, the checkpoint store, the monitor → ``naiad.computation`` →
+``naiad.recovery.restart`` (the restart loop; the rest of ``naiad.recovery`` sits lower) →
+``naiad.execute`` → the command line, ``naiad.spark`` and ``naiad.testing``.
 ``stages`` and ``linq`` are built on top, in that order.
 """
 
 from naiad.progress.timestamp import Timestamp
 from naiad.errors import (ComputationFailed, GraphError, NaiadError, ProgressViolation,
-                          TimeViolation, VertexError)
+                          RemoteFailure, TimeViolation, VertexError)
 from naiad.partition import Exchange, Pipeline, key_hash
 from naiad.vertex import Vertex
 from naiad.graph import Stream
@@ -20,9 +22,9 @@ from naiad.computation import Computation
 from naiad.loops import LoopContext
 from naiad.execute import execute
 from naiad import io as _io, probe as _probe     # noqa: F401 - Stream.collect/subscribe/probe
-from naiad.checkpoint import (CheckpointInUse, CheckpointLayoutError, CheckpointWarning,
+from naiad.recovery.store import (CheckpointInUse, CheckpointLayoutError, CheckpointWarning,
                               LogFormatError, OutputLost)
-from naiad.recovery import RecoveryFailed
+from naiad.recovery.restart import RecoveryFailed
 
 __all__ = [
     "Timestamp",
@@ -40,6 +42,7 @@ __all__ = [
     "TimeViolation",
     "ProgressViolation",
     "ComputationFailed",
+    "RemoteFailure",
     "CheckpointInUse",
     "CheckpointLayoutError",
     "LogFormatError",

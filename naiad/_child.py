@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Optional
 from pathlib import Path
 
 import cloudpickle
@@ -37,6 +38,8 @@ def main(argv) -> int:
         import linq  # noqa: F401
     except ImportError:  # pragma: no cover - linq is part of the distribution
         pass
+    comp: Optional[Computation] = None
+    result: tuple
     try:
         program, options = cloudpickle.loads((workdir / "program.pkl").read_bytes())
         options = dict(options)
@@ -46,7 +49,9 @@ def main(argv) -> int:
         result = ("ok", run_program(program, comp), "")
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        result = ("error", exc, traceback.format_exc())
+        # Whether this process only relays another's failure (the launcher reports the cause).
+        relayed = comp is not None and comp.failure_origin is not None
+        result = ("error", exc, traceback.format_exc(), relayed)
         code = 1
     try:
         data = cloudpickle.dumps(result)

@@ -8,12 +8,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
 from naiad.config import OPTIONS, check_options, parse_args, positive_int
-from naiad.errors import NaiadError
-from naiad.coordinator import Coordinator
-from naiad.checkpoint import CheckpointStore
+from naiad.errors import NaiadError, RemoteFailure
+from naiad.recovery.coordinator import Coordinator
+from naiad.recovery.store import CheckpointStore
 from naiad.debug import GlobalView
 from naiad.progress.timestamp import Timestamp
 from naiad.transport.inproc import LocalFabric
+from naiad.transport.protocol import Fabric, FabricHooks
+from naiad.transport.wire import explain_pickling
 from naiad.transport.zmq_fabric import ZmqFabric
 from naiad.flow import EpochWindow
 from naiad.graph import INPUT, LogicalGraph
@@ -67,6 +69,7 @@ class Computation:
         self._threads: List[threading.Thread] = []
         self._state = "building"
         self._failure: Optional[BaseException] = None
+        self.failure_origin: Optional[int] = None   # the process it came from, if another
         self._lock = threading.Lock()
         self._running = 0
         self._done = threading.Event()
@@ -202,10 +205,16 @@ class Computation:
         """The meter of a worker of this process (None when neither trace nor monitor is on)."""
         return None if self.observer is None else self.observer.meter_for(worker)
 
-    def _make_fabric(self):
+    def _make_fabric(self) -> Fabric:
         if self.processes == 1:
             return LocalFabric(0, 1, self.workers_per_process)
-        return ZmqFabric(self)
+        hooks = FabricHooks(fail=self.fail, failure=lambda: self._failure,
+                            explain_unpicklable=self._explain_unpicklable)
+        return ZmqFabric(self.process_index, self.processes, self.workers_per_process,
+                         self.options, self.graph.fingerprint(), hooks, self.hosts)
+
+    def _explain_unpicklable(self, src: int, items: list) -> None:
+        explain_pickling(self.graph, src, items, self.process_index)
 
     def join(self, timeout: Optional[float] = None) -> None:
         """Wait until every worker of this process has finished; raise the first failure.
@@ -263,11 +272,20 @@ class Computation:
         self.fail(exc)
 
     def fail(self, exc: BaseException) -> None:
-        """Record the first failure and stop every worker (of every process)."""
+        """Record the first failure and stop every worker (of every process).
+
+        A :class:`~naiad.RemoteFailure` (reported by the transport) came from another process:
+        the error raised there becomes this process's failure too, and it is not relayed back.
+        """
+        origin = None
+        if isinstance(exc, RemoteFailure):
+            origin = exc.process
+            exc = exc.error if exc.error is not None else exc
         with self._lock:
             if self._failure is not None:
                 return
             self._failure = exc
+            self.failure_origin = origin
         if self.observer is not None:
             self.observer.failed(exc)
         if self.window is not None:
@@ -275,7 +293,7 @@ class Computation:
         for p in self.probes:
             p._wake()
         if self.fabric is not None:
-            self.fabric.stop(f"{type(exc).__name__}: {exc}")
+            self.fabric.stop(f"{type(exc).__name__}: {exc}", exc if origin is None else None)
 
     def _worker_exited(self, worker: Worker) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ __all__ = [
     "GraphError",
     "VertexError",
     "ComputationFailed",
+    "RemoteFailure",
     "ProgressViolation",
     "TimeViolation",
 ]
@@ -66,3 +67,26 @@ def _rebuild_vertex_error(stage, vertex, time, callback, cause_repr, tb, process
 
 class ComputationFailed(NaiadError):
     """A process of the computation failed or disappeared; the message says which and why."""
+
+
+class RemoteFailure(ComputationFailed):
+    """The computation failed in another process (``process``), not in this one.
+
+    A transport reports a failure relayed by a peer as ``RemoteFailure(process, error)``, where
+    ``error`` is the exception raised there; the computation then raises that ``error`` itself
+    (so a :class:`VertexError` of process 1 is a VertexError in process 0 too) and does not relay
+    it back.  A peer that vanished without a word is ``RemoteFailure(process, None, message)``,
+    and that is what is raised.
+    """
+
+    def __init__(self, process: int, error: Optional[BaseException] = None,
+                 message: Optional[str] = None):
+        self.process = process
+        self.error = error
+        if message is None:
+            message = (f"process {process} failed: {type(error).__name__}: {error}"
+                       if error is not None else f"process {process} failed")
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (RemoteFailure, (self.process, self.error, str(self)))

@@ -8,7 +8,7 @@ from naiad.computation import Computation, run_program
 from naiad.config import check_options, positive_int
 from naiad.launch import launch_local
 from naiad.observe import watch
-from naiad.recovery import execute_with_recovery
+from naiad.recovery.restart import execute_with_recovery
 
 __all__ = ["execute", "run_program"]
 

@@ -7,12 +7,12 @@ import traceback
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 from naiad.delivery import Deliverer
-from naiad.epochlog import OutputLost
+from naiad.recovery.logs import OutputLost
 from naiad.errors import GraphError, NaiadError, VertexError
 from naiad.graph import VERTEX, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
-from naiad.worker import INPUT_CLOSE, INPUT_EPOCH
+from naiad.messages import INPUT_CLOSE, INPUT_EPOCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation

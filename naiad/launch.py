@@ -152,8 +152,7 @@ def _supervise(procs: List[subprocess.Popen], workdir: Path) -> List[Any]:
                 res = _read_result(workdir, i)
                 if res is None and i in stopped:
                     exc = ComputationFailed(f"process {i} was stopped: {stopped[i]}")
-                    exc._naiad_remote = True
-                    res = ("error", exc, "")
+                    res = ("error", exc, "", True)      # a consequence, not the cause
                 elif res is None:
                     sig = -p.returncode if p.returncode < 0 else None
                     how = (f"was killed by {signal.Signals(sig).name}" if sig
@@ -192,9 +191,11 @@ def _kill(procs: List[subprocess.Popen], stopped: Dict[int, str], why: str) -> N
 def _root_cause(failures) -> BaseException:
     """The error that started it: a vertex's own failure beats 'a peer went silent'."""
     def rank(pos_item):
-        pos, (_, (_, exc, _)) = pos_item
-        return (getattr(exc, "_naiad_remote", False), isinstance(exc, ComputationFailed), pos)
-    _, (i, (_, exc, tb)) = min(enumerate(failures), key=rank)
+        pos, (_, res) = pos_item
+        relayed = len(res) > 3 and bool(res[3])   # the process reported another's failure
+        return (relayed, isinstance(res[1], ComputationFailed), pos)
+    _, (i, res) = min(enumerate(failures), key=rank)
+    exc, tb = res[1], res[2]
     if tb and isinstance(exc, BaseException) and not isinstance(exc, VertexError):
         exc.add_note(f"traceback in process {i}:\n{tb}") if hasattr(exc, "add_note") else None
     return exc

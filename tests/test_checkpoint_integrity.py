@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import naiad
-from naiad.checkpoint import CheckpointWarning
-from naiad.epochlog import MAGIC
+from naiad.recovery.store import CheckpointWarning
+from naiad.recovery.logs import MAGIC
 
 
 def _program(epochs, stop_after=None):

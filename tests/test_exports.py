@@ -25,7 +25,7 @@ EXPORTS = {
         "Timestamp", "Vertex", "Stream", "Computation", "LoopContext", "execute",
         "Exchange", "Pipeline", "key_hash",
         "NaiadError", "GraphError", "VertexError", "TimeViolation", "ProgressViolation",
-        "ComputationFailed",
+        "ComputationFailed", "RemoteFailure",
         "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost",
         "RecoveryFailed", "CheckpointWarning",
     },
@@ -89,5 +89,5 @@ def test_exceptions_form_a_small_vocabulary():
                  "ComputationFailed"):
         assert issubclass(getattr(naiad, name), Exception)
     for name in ("VertexError", "TimeViolation", "ProgressViolation", "ComputationFailed",
-                 "CheckpointInUse"):
+                 "CheckpointInUse", "RemoteFailure"):
         assert issubclass(getattr(naiad, name), naiad.NaiadError)

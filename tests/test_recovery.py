@@ -28,9 +28,9 @@ import pytest
 import linq  # noqa: F401 - installs the Stream methods used by the PageRank sample
 import naiad
 import stages
-from naiad.checkpoint import CheckpointWarning, EpochLog
-from naiad.ckptdir import directory_key
-from naiad.recovery import RecoveryFailed
+from naiad.recovery.store import CheckpointWarning, EpochLog
+from naiad.recovery.directory import directory_key
+from naiad.recovery.restart import RecoveryFailed
 from naiad.testing import shard
 from samples import components_vertex, wordcount_vertex
 from samples.graphs import adjacency, random_edges

@@ -24,8 +24,8 @@ import pytest
 
 import linq  # noqa: F401 - installs the Stream methods used below
 import naiad
-from naiad.checkpoint import EpochLog
-from naiad.ckptdir import directory_key
+from naiad.recovery.store import EpochLog
+from naiad.recovery.directory import directory_key
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(),
                                 reason="needs /proc/self/fd to name fsynced descriptors")

@@ -10,6 +10,7 @@ data.  Each receive loop is bounded and fails with what it got so far, never wit
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections import defaultdict
@@ -17,34 +18,25 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
+import naiad
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.progress.timestamp import Timestamp
-from naiad.transport.inproc import DATA, PROGRESS, LocalFabric
+from naiad.messages import DATA, PROGRESS, STOP
+from naiad.transport.inproc import LocalFabric
+from naiad.transport.protocol import Fabric, FabricHooks
 from naiad.transport.zmq_fabric import ZmqFabric
 
 BOUND = 20.0   # seconds any receive loop may take before it fails with what it has
 STALL = 3.0    # seconds without a new message after which a receive loop fails
 
 
-class _Graph:
-    """The two things a fabric asks of a graph: its fingerprint, and names for errors."""
-
-    stages: Dict[int, Any] = {}
-    connectors: Dict[int, Any] = {}
-
-    def fingerprint(self) -> str:
-        return "transport-test"
-
-
 class _Host:
-    """What a fabric needs from the computation that owns it: identity, options, failures."""
+    """What a fabric is given instead of a computation: identity, options, failure hooks."""
 
     def __init__(self, index: int, processes: int, workers: int, rendezvous, secret=None):
         self.process_index = index
         self.processes = processes
         self.workers_per_process = workers
-        self.hosts = None
-        self.graph = _Graph()
         self.options = {"heartbeat_timeout": 30.0, "connect_timeout": 20.0, "secret": secret,
                         "rendezvous": rendezvous, "listen": "127.0.0.1"}
         self._failure: Optional[BaseException] = None
@@ -52,9 +44,10 @@ class _Host:
     def fail(self, exc: BaseException) -> None:
         self._failure = self._failure or exc
 
-    def check_failed(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+    def fabric(self) -> ZmqFabric:
+        hooks = FabricHooks(fail=self.fail, failure=lambda: self._failure)
+        return ZmqFabric(self.process_index, self.processes, self.workers_per_process,
+                         self.options, "transport-test", hooks)
 
 
 def _rendezvous(processes: int):
@@ -81,7 +74,7 @@ def zmq_fabrics(processes: int, workers: int, secret="transport test") -> List[Z
 
     def start(p: int) -> None:
         try:
-            fabrics[p] = ZmqFabric(_Host(p, processes, workers, make(p), secret))
+            fabrics[p] = _Host(p, processes, workers, make(p), secret).fabric()
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -236,7 +229,7 @@ def test_zmq_channels_are_fifo_without_loss_or_duplication(secret, count, size):
         expected = {d: sum(len(v) for (s, dd), v in sent.items() if dd == d) for d in range(4)}
         got = {d: drain(fabrics[d // 2], d % 2, expected[d]) for d in range(4)}
         check_channels(got, sent)
-        assert [f.comp._failure for f in fabrics] == [None, None]
+        assert [f.hooks.failure() for f in fabrics] == [None, None]
     finally:
         close_all(fabrics)
 
@@ -272,7 +265,7 @@ def test_zmq_fabric_names_a_missing_peer():
     host = _Host(0, 2, 1, rendezvous, secret="s")
     host.options["connect_timeout"] = 1.0
     with pytest.raises(ComputationFailed, match=r"waited 1 s for process\(es\) 1"):
-        ZmqFabric(host)
+        host.fabric()
 
 
 def test_zmq_fabric_refuses_to_listen_without_a_secret(monkeypatch):
@@ -281,4 +274,46 @@ def test_zmq_fabric_refuses_to_listen_without_a_secret(monkeypatch):
     host = _Host(0, 2, 1, lambda me: [me, me])
     with pytest.raises(NaiadError, match="on loopback, where any local user could connect.*"
                                          "NAIAD_SECRET"):
-        ZmqFabric(host)
+        host.fabric()
+
+
+@pytest.mark.parametrize("cls", [LocalFabric, ZmqFabric], ids=lambda c: c.__name__)
+def test_both_fabrics_implement_the_written_protocol(cls):
+    import inspect
+    for name, member in vars(Fabric).items():
+        if name.startswith("_") or not callable(member):
+            continue
+        impl = getattr(cls, name, None)
+        assert impl is not None, f"{cls.__name__} lacks {name}"
+        want = list(inspect.signature(member).parameters)
+        got = list(inspect.signature(impl).parameters)
+        assert got[:len(want)] == want, (cls.__name__, name, got, want)
+    assert LocalFabric not in ZmqFabric.__mro__
+
+
+@pytest.mark.timeout(60)
+def test_a_failure_is_relayed_as_a_remote_failure_naming_the_process():
+    fabrics = zmq_fabrics(2, 1)
+    try:
+        fabrics[0].stop("boom", relay=ValueError("boom in process 0"))
+        deadline = time.monotonic() + BOUND
+        while fabrics[1].hooks.failure() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        got = fabrics[1].hooks.failure()
+        assert isinstance(got, naiad.RemoteFailure) and got.process == 0
+        assert isinstance(got.error, ValueError) and str(got.error) == "boom in process 0"
+        assert "process 0 failed: ValueError: boom in process 0" in str(got)
+        # The stop reached the local worker; the process that failed hears nothing back.
+        assert fabrics[0].inbox(0).get(timeout=1)[0] == STOP
+        time.sleep(0.3)
+        assert fabrics[0].hooks.failure() is None
+    finally:
+        close_all(fabrics)
+
+
+def test_a_remote_failure_survives_pickling():
+    exc = naiad.RemoteFailure(2, naiad.VertexError("s", 1, None, "on_recv"))
+    back = pickle.loads(pickle.dumps(exc))
+    assert (back.process, type(back.error), str(back)) == (2, naiad.VertexError, str(exc))
+    gone = naiad.RemoteFailure(1, None, "process 1 is gone")
+    assert str(pickle.loads(pickle.dumps(gone))) == "process 1 is gone"

@@ -5,5 +5,3 @@ __all__ = ["NaiadError"]
 
 class NaiadError(Exception):
     """Base class of the engine's own errors."""
-
-    _naiad_remote = False    # True on an error relayed from another process

@@ -139,6 +139,7 @@ class BarrierTask:
         if not options.get("listen"):
             options["listen"] = listen_host(infos[pid].address)
         options["rendezvous"] = _AllGather(ctx)
+        comp: Optional[Computation] = None
         try:
             comp = Computation(process_index=pid, processes=len(infos), workers=self.workers,
                                **options)
@@ -147,7 +148,7 @@ class BarrierTask:
             result = run_program(lambda c: program(c, rows), comp)
             return pack_results(result, pid)
         except BaseException as exc:  # noqa: BLE001 - becomes the Spark task's error
-            if getattr(exc, "_naiad_remote", False):
+            if comp is not None and comp.failure_origin is not None:
                 time.sleep(1.0)   # let the process where it started fail the stage first
             raise RuntimeError(_describe(exc, pid)) from None
 

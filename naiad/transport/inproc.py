@@ -1,8 +1,9 @@
 """The in-process fabric: worker inboxes are queues and batches are handed over by reference.
 
-A fabric is what a worker sees of the others: ``send`` a data batch to a worker,
-``broadcast_progress`` to every other worker, ``flush`` at the end of a step, ``stop`` all.
-Messages from one worker to another are delivered in the order sent (FIFO per pair).
+It implements :class:`naiad.transport.protocol.Fabric` for a computation of one process:
+``send`` a data batch to a worker, ``broadcast_progress`` to every other worker, ``flush`` at
+the end of a step, ``stop`` all.  Messages from one worker to another are delivered in the
+order sent (FIFO per pair).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import os
 import pickle
 from queue import Empty, SimpleQueue
-from typing import List
+from typing import List, Optional
 
 __all__ = ["LocalFabric"]
 
-DATA, PROGRESS, STOP = 0, 1, 4
+from naiad.messages import DATA, PROGRESS, STOP
 
 
 class LocalFabric:
@@ -34,9 +35,6 @@ class LocalFabric:
 
     def inbox(self, local_index: int) -> SimpleQueue:
         return self.inboxes[local_index]
-
-    def is_local(self, worker: int) -> bool:
-        return self.first <= worker < self.first + self.workers_per_process
 
     def send(self, src: int, dst: int, conn_id: int, time, records: list) -> None:
         self.inboxes[dst - self.first].put((DATA, conn_id, time, records))
@@ -75,7 +73,8 @@ class LocalFabric:
         """Wait until every process reached ``name``; returns process 0's ``value``."""
         return value
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
+        """Stop every worker (there is no other process to tell about ``relay``)."""
         for q in self.inboxes:
             q.put((STOP, reason))
 

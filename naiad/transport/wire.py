@@ -9,7 +9,7 @@ from typing import Any
 import cloudpickle
 
 from naiad.errors import ComputationFailed, VertexError
-from naiad.transport.inproc import DATA
+from naiad.messages import DATA
 
 __all__ = ["explain_pickling", "dump_failure", "load_failure"]
 
@@ -62,5 +62,4 @@ def load_failure(payload: bytes, proc: int) -> BaseException:
         exc = ComputationFailed(f"process {proc} failed (its error could not be decoded)")
     if not isinstance(exc, BaseException):
         exc = ComputationFailed(f"process {proc} failed: {exc!r}")
-    exc._naiad_remote = True
     return exc

@@ -1,43 +1,39 @@
-"""The ZeroMQ fabric: workers in other processes reached over PUSH/PULL sockets.
+"""The ZeroMQ fabric's data plane: workers in other processes reached over PUSH/PULL sockets.
 
 Every worker binds its own PULL socket and owns one PUSH socket per remote worker; it sends
 there, in order, everything it addresses to that worker: data batches and progress updates,
 accumulated during a step and pickled together as one message, so the channel between two
 workers is FIFO and no message is sent per record.  An idle worker blocks on its socket and on a
 wake-up pipe that local senders write to, so remote messages reach it without a thread hop.
-Each process also binds a control socket, served by a communication thread: the start-up
-handshake (which also announces the workers' endpoints), heartbeats, failure notices, barriers
-and the final goodbye; it watches for silent peers.
+Workers of this process are reached through their inboxes, by reference.
+
+Start-up, heartbeats, barriers, failure relay and the final goodbye are the control plane's
+(:class:`naiad.transport.control.ControlPlane`).  The fabric implements
+:class:`naiad.transport.protocol.Fabric`; it is given its options and a
+:class:`~naiad.transport.protocol.FabricHooks`, never the computation.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import pickle
-import queue
-import threading
-import time
-from typing import Any, Dict, List, Optional
+from queue import SimpleQueue
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import cloudpickle
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError
-from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
-from naiad.transport.wire import dump_failure, explain_pickling, load_failure
+from naiad.messages import DATA, PROGRESS, STOP
+from naiad.transport.control import ControlPlane, connect_push
+from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
 
 __all__ = ["ZmqFabric"]
 
-log = logging.getLogger("naiad.transport")
-
-# Frame tags.
-BATCH, HELLO, FAIL, DONE, ARRIVE = b"D", b"H", b"F", b"E", b"A"
-_GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (its DONE)
+BATCH = b"D"         # the frame tag of a message of batches and progress updates
 _ITEMS_BEFORE_FLUSH = 64
 
 
@@ -48,23 +44,35 @@ def _bind_address(host_port: str) -> str:
     return f"tcp://{host}:{port}"
 
 
-class ZmqFabric(LocalFabric):
-    """Local workers by queue, remote workers by ZeroMQ; constructed by ``Computation.activate``."""
+class ZmqFabric:
+    """Local workers by queue, remote workers by ZeroMQ.
 
-    def __init__(self, comp):
-        super().__init__(comp.process_index, comp.processes, comp.workers_per_process)
-        self.comp = comp
-        opts = comp.options
-        self.heartbeat_timeout = float(opts["heartbeat_timeout"])
+    ``options`` are the computation's (``heartbeat_timeout``, ``connect_timeout``, ``secret``,
+    ``rendezvous``, ``listen``); ``hosts`` the ``host:port`` of every process when started by
+    hand (else a rendezvous callable in the options gives the endpoints); ``fingerprint`` the
+    graph's, compared with every peer's at start-up.
+    """
+
+    def __init__(self, process_index: int, processes: int, workers_per_process: int,
+                 options: Mapping[str, Any], fingerprint: str,
+                 hooks: Optional[FabricHooks] = None, hosts: Optional[Sequence[str]] = None):
+        self.process_index = process_index
+        self.processes = processes
+        self.workers_per_process = workers_per_process
+        self.first = process_index * workers_per_process
+        self.hooks = hooks or FabricHooks()
+        self.fingerprint = fingerprint
+        self.inboxes: List[SimpleQueue] = [SimpleQueue() for _ in range(workers_per_process)]
+        self.progress_messages = 0
+        self.progress_updates = 0
+        self.progress_bytes = 0
+        self._measure = os.environ.get("NAIAD_PROGRESS_STATS") == "1"
+        self.heartbeat_timeout = float(options["heartbeat_timeout"])
         self.ctx = zmq.Context()
         self.keys: Optional[CurveKeys] = None
-        self.auth = None
+        self.auth: Optional[ThreadAuthenticator] = None
         self._closed = False
-        self._control: "queue.SimpleQueue" = queue.SimpleQueue()
-        self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        n = self.workers_per_process
+        n = workers_per_process
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
         self._out: List[Dict[int, list]] = [{} for _ in range(n)]
         self._data_pull: List[zmq.Socket] = []
@@ -75,56 +83,50 @@ class ZmqFabric(LocalFabric):
             os.set_blocking(r, False)
             os.set_blocking(w, False)   # a full pipe already wakes its reader: never block
         self.worker_endpoints: Dict[int, str] = {}
-        self._arrivals: Dict[str, Dict[int, Any]] = {}
-        self._arrival_cv = threading.Condition()
         self.bytes_sent = 0
         self.messages_sent = 0
+        self.control: Optional[ControlPlane] = None
         try:
-            self._start(comp)
+            self._start(options, hosts)
         except BaseException:
             self._teardown()
             raise
 
+    @property
+    def endpoints(self) -> List[str]:
+        """Every process's control endpoint."""
+        return self.control.endpoints if self.control is not None else []
+
     # ---- start-up ------------------------------------------------------------------------------
-    def _start(self, comp) -> None:
-        opts = comp.options
+    def _start(self, opts: Mapping[str, Any], hosts: Optional[Sequence[str]]) -> None:
         rendezvous = opts.get("rendezvous")
-        if comp.hosts is not None:
-            bind = _bind_address(comp.hosts[comp.process_index])
-            listen_hosts = [_bind_address(h)[6:] for h in comp.hosts]
+        if hosts is not None:
+            bind = _bind_address(hosts[self.process_index])
+            listen_hosts = [_bind_address(h)[6:] for h in hosts]
         else:
             listen = opts.get("listen") or "127.0.0.1"
             bind = f"tcp://{listen}:*"
             listen_hosts = [f"{listen}:0"]
         secret = resolve_secret(opts["secret"])
-        if secret is not None:
-            self.keys = CurveKeys(secret)
-            self.auth = ThreadAuthenticator(self.ctx)
-            self.auth.start()
-            self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
-        else:
+        if secret is None:
             where = ("beyond loopback, where anyone could connect" if
                      needs_authentication(listen_hosts) else
                      "on loopback, where any local user could connect")
-            msg = f"process {comp.process_index} has no secret and would listen {where}: " \
+            msg = f"process {self.process_index} has no secret and would listen {where}: " \
                   + SECRET_HELP
             raise NaiadError(msg)
-        self.pull = self.ctx.socket(zmq.PULL)
-        self.pull.linger = 0
-        if self.keys is not None:
-            self.keys.serve(self.pull)
-        try:
-            self.pull.bind(bind)
-        except zmq.ZMQError as exc:
-            msg = f"process {comp.process_index} cannot listen on {bind}: {exc}"
-            raise NaiadError(msg) from exc
-        me = self.pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.keys = CurveKeys(secret)
+        self.auth = ThreadAuthenticator(self.ctx)
+        self.auth.start()
+        self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
+        self.control = ControlPlane(self.ctx, self.keys, self.process_index, self.processes,
+                                    self.heartbeat_timeout, self.hooks)
+        me = self.control.bind(bind)
         data_bind = me.rsplit(":", 1)[0] + ":*"
         for i in range(self.workers_per_process):
             sock = self.ctx.socket(zmq.PULL)
             sock.linger = 0
-            if self.keys is not None:
-                self.keys.serve(sock)
+            self.keys.serve(sock)
             sock.bind(data_bind)
             self._data_pull.append(sock)
             self.worker_endpoints[self.first + i] = sock.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -133,59 +135,21 @@ class ZmqFabric(LocalFabric):
             poller.register(self._worker_wake[i][0], zmq.POLLIN)
             self._pollers.append(poller)
         if rendezvous is not None:
-            self.endpoints = list(rendezvous(me))
+            endpoints = list(rendezvous(me))
         else:
-            self.endpoints = [_bind_address(h) for h in comp.hosts]
-        if len(self.endpoints) != self.processes:
-            msg = f"rendezvous returned {len(self.endpoints)} endpoints for {self.processes} processes"
+            assert hosts is not None
+            endpoints = [_bind_address(h) for h in hosts]
+        if len(endpoints) != self.processes:
+            msg = f"rendezvous returned {len(endpoints)} endpoints for {self.processes} processes"
             raise NaiadError(msg)
-        self.fingerprint = comp.graph.fingerprint()
-        self._ctl_push: Dict[int, zmq.Socket] = {p: self._connect(p, heartbeat=True)
-                                                 for p in self._peers()}
-        # ZeroMQ's own heartbeats run in its I/O thread, without the GIL: a peer whose vertex
-        # holds the GIL for long stays connected, one that is stopped or gone is disconnected.
-        self._monitors: Dict[zmq.Socket, int] = {
-            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED): p
-            for p, s in self._ctl_push.items()}
-        self._connected: set = set()
-        self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
-        self._hello: Dict[int, tuple] = {}
-        self._done_from: set = set()
-        self._ready = threading.Event()
-        self._finished = threading.Event()
-        self._stop_thread = False
-        self._thread = threading.Thread(target=self._comm_loop, daemon=True,
-                                        name=f"naiad-comm-{self.process_index}")
-        self._thread.start()
-        self._wait_for_peers(float(opts["connect_timeout"]))
+        mine = [self.worker_endpoints[self.first + i] for i in range(self.workers_per_process)]
+        self.control.start(endpoints, (self.fingerprint, self.workers_per_process,
+                                       self.processes, mine))
+        hellos = self.control.wait_for_peers(float(opts["connect_timeout"]))
+        self._check_peers(hellos)
 
-    def _peers(self):
-        return [p for p in range(self.processes) if p != self.process_index]
-
-    def _connect(self, proc: int, endpoint: Optional[str] = None,
-                 heartbeat: bool = False) -> zmq.Socket:
-        sock = self.ctx.socket(zmq.PUSH)
-        sock.linger = 0
-        sock.sndhwm = 0
-        if heartbeat:
-            ms = max(100, int(self.heartbeat_timeout * 1000))
-            sock.setsockopt(zmq.HEARTBEAT_IVL, max(50, min(1000, ms // 4)))
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms)
-            sock.setsockopt(zmq.HEARTBEAT_TTL, ms)
-        if self.keys is not None:
-            self.keys.connect_as_client(sock)
-        sock.connect(endpoint or self.endpoints[proc])
-        return sock
-
-    def _wait_for_peers(self, timeout: float) -> None:
-        if not self._ready.wait(timeout):
-            missing = [f"{p} ({self.endpoints[p]})" for p in self._peers() if p not in self._hello]
-            msg = (f"process {self.process_index} waited {timeout:.0f} s for process(es) "
-                   f"{', '.join(missing)}; start every process with the same --numprocs and "
-                   "--hosts, or raise connect_timeout")
-            raise ComputationFailed(msg)
-        self.comp.check_failed()
-        for p, (fp, workers, processes, endpoints) in sorted(self._hello.items()):
+    def _check_peers(self, hellos: Dict[int, Any]) -> None:
+        for p, (fp, workers, processes, endpoints) in sorted(hellos.items()):
             if (workers, processes) != (self.workers_per_process, self.processes):
                 msg = (f"process {p} runs {processes} process(es) x {workers} worker(s) but "
                        f"process {self.process_index} runs {self.processes} x "
@@ -200,6 +164,9 @@ class ZmqFabric(LocalFabric):
                 self.worker_endpoints[p * workers + i] = ep
 
     # ---- the worker side ---------------------------------------------------------------------
+    def inbox(self, local_index: int) -> SimpleQueue:
+        return self.inboxes[local_index]
+
     def _put(self, local: int, msg: tuple) -> None:
         self.inboxes[local].put(msg)
         if self._sleeping[local]:
@@ -234,8 +201,10 @@ class ZmqFabric(LocalFabric):
                 self._put(i, item)
         out = self._out[me]
         wpp = self.workers_per_process
-        for proc in self._peers():
-            if proc in self._done_from:
+        assert self.control is not None
+        done = self.control.done_from
+        for proc in self.control.peers():
+            if proc in done:
                 continue
             for dst in range(proc * wpp, (proc + 1) * wpp):
                 items = out.get(dst)
@@ -290,194 +259,51 @@ class ZmqFabric(LocalFabric):
             try:
                 payload = cloudpickle.dumps(items, protocol=5)
             except Exception:
-                explain_pickling(self.comp.graph, src, items, self.process_index)
+                self.hooks.explain_unpicklable(src, items)
                 raise
         socks = self._push[src - self.first]
         sock = socks.get(dst)
         if sock is None:
-            socks[dst] = sock = self._connect(dst // self.workers_per_process,
-                                              self.worker_endpoints[dst])
+            socks[dst] = sock = connect_push(self.ctx, self.keys, self.worker_endpoints[dst])
         sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
         self.messages_sent += 1
         self.bytes_sent += len(payload)
 
-    # ---- control ---------------------------------------------------------------------------------
-    def stop(self, reason: str) -> None:
+    # ---- stopping -------------------------------------------------------------------------------
+    def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
         for i in range(self.workers_per_process):
             self._put(i, (STOP, reason))
-        failure = self.comp._failure
-        if failure is not None and not getattr(failure, "_naiad_remote", False):
-            self._post_control(FAIL, failure)
+        if relay is not None and self.control is not None:
+            self.control.relay_failure(relay)
 
     def barrier(self, name: str, timeout: float, value=None):
         """Wait until every process reached ``name``; returns process 0's ``value``."""
-        self._post_control(ARRIVE, (name, value))
-        deadline = time.monotonic() + timeout
-        with self._arrival_cv:
-            while True:
-                got = self._arrivals.get(name, {})
-                if len(got) >= self.processes - 1:
-                    del self._arrivals[name]
-                    return value if self.process_index == 0 else got.get(0)
-                self.comp.check_failed()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = [p for p in self._peers() if p not in got]
-                    msg = (f"process {self.process_index} waited {timeout:.0f} s at {name} for "
-                           f"process(es) {missing}")
-                    raise ComputationFailed(msg)
-                self._arrival_cv.wait(min(left, 0.2))
-
-    def _post_control(self, tag: bytes, value: Any) -> None:
-        self._control.put((tag, value))
-        try:
-            os.write(self._wake_w, b"!")
-        except OSError:  # pragma: no cover - already closed
-            pass
+        assert self.control is not None
+        return self.control.barrier(name, timeout, value)
 
     def close(self) -> None:
         """Tell the peers this process is done, wait (bounded) for theirs, release sockets."""
         if self._closed:
             return
-        self._post_control(DONE, None)
-        self._finished.wait(self.heartbeat_timeout + 2.0 if self.comp._failure is None else 0.5)
+        if self.control is not None:
+            failed = self.hooks.failure() is not None
+            self.control.finish(0.5 if failed else self.heartbeat_timeout + 2.0)
         self._teardown()
 
     def _teardown(self) -> None:
         self._closed = True
-        self._stop_thread = True
-        try:
-            os.write(self._wake_w, b"!")
-        except OSError:
-            pass
-        thread = getattr(self, "_thread", None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
+        if self.control is not None:
+            self.control.close()
         for socks in self._push:
             for s in socks.values():
                 s.close(linger=0)
-        for mon in getattr(self, "_monitors", {}):
-            mon.close(linger=0)
-        for s in getattr(self, "_ctl_push", {}).values():
-            s.close(linger=500)   # lets a final DONE or FAIL reach a live peer
-        pull = getattr(self, "pull", None)
-        if pull is not None:
-            pull.close(linger=0)
         for sock in self._data_pull:
             sock.close(linger=0)
         if self.auth is not None:
             self.auth.stop()
         self.ctx.term()
-        for fd in (self._wake_r, self._wake_w, *(f for pair in self._worker_wake for f in pair)):
+        for fd in (f for pair in self._worker_wake for f in pair):
             try:
                 os.close(fd)
             except OSError:
                 pass
-
-    # ---- the communication thread -------------------------------------------------------------
-    def _comm_loop(self) -> None:
-        try:
-            self._comm()
-        except Exception as exc:  # noqa: BLE001 - must reach the computation
-            if not self._closed:
-                log.exception("communication thread failed")
-                self.comp.fail(ComputationFailed(f"process {self.process_index}: communication "
-                                                 f"thread failed: {exc!r}"))
-
-    def _comm(self) -> None:
-        me = self.process_index
-        mine = [self.worker_endpoints[self.first + i] for i in range(self.workers_per_process)]
-        hello = pickle.dumps((self.fingerprint, self.workers_per_process, self.processes, mine))
-        for p, s in self._ctl_push.items():
-            s.send_multipart([HELLO, me.to_bytes(4, "little"), hello])
-        poller = zmq.Poller()
-        poller.register(self.pull, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        for mon in self._monitors:
-            poller.register(mon, zmq.POLLIN)
-        sent_done = False
-        while not self._stop_thread:
-            while True:
-                try:
-                    tag, value = self._control.get_nowait()
-                except queue.Empty:
-                    break
-                if tag == FAIL:
-                    payload = dump_failure(value, me)
-                    for p, s in self._ctl_push.items():
-                        s.send_multipart([FAIL, me.to_bytes(4, "little"), payload])
-                elif tag == ARRIVE:
-                    payload = pickle.dumps(value, protocol=5)
-                    for p, s in self._ctl_push.items():
-                        s.send_multipart([ARRIVE, me.to_bytes(4, "little"), payload])
-                elif tag == DONE and not sent_done:
-                    sent_done = True
-                    for p, s in self._ctl_push.items():
-                        s.send_multipart([DONE, me.to_bytes(4, "little"), b""])
-            if sent_done and len(self._done_from) == self.processes - 1:
-                self._finished.set()
-            if self._gone:
-                self._check_gone()
-            events = dict(poller.poll(100 if self._gone else 1000))
-            if self._wake_r in events:
-                try:
-                    os.read(self._wake_r, 65536)
-                except BlockingIOError:
-                    pass
-            for mon, p in self._monitors.items():
-                if mon in events:
-                    self._on_monitor(mon, p)
-            if self.pull not in events:
-                continue
-            while True:
-                try:
-                    frames = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                tag = frames[0].bytes
-                proc = int.from_bytes(frames[1].bytes, "little")
-                if tag == HELLO:
-                    self._hello[proc] = pickle.loads(frames[2].bytes)
-                    if len(self._hello) == self.processes - 1:
-                        self._ready.set()
-                elif tag == DONE:
-                    self._done_from.add(proc)
-                elif tag == ARRIVE:
-                    name, value = pickle.loads(frames[2].bytes)
-                    with self._arrival_cv:
-                        self._arrivals.setdefault(name, {})[proc] = value
-                        self._arrival_cv.notify_all()
-                elif tag == FAIL:
-                    exc = load_failure(frames[2].bytes, proc)
-                    self._done_from.add(proc)
-                    self.comp.fail(exc)
-
-    def _on_monitor(self, mon: zmq.Socket, p: int) -> None:
-        """A connection event of the control socket to process ``p``."""
-        while True:
-            try:
-                event = recv_monitor_message(mon, zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self._connected.add(p)
-            elif event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected:
-                # A peer that ended normally sent DONE before it closed, but on another
-                # connection: give that message a moment to arrive before calling it gone.
-                self._gone.setdefault(p, time.monotonic())
-
-    def _check_gone(self) -> None:
-        now = time.monotonic()
-        for p, since in list(self._gone.items()):
-            if p in self._done_from or self.comp._failure is not None or self._closed:
-                del self._gone[p]
-            elif now - since > _GONE_GRACE:
-                del self._gone[p]
-                exc = ComputationFailed(
-                    f"process {p} ({self.endpoints[p]}) is gone: its connection closed, or "
-                    f"answered no heartbeat for {self.heartbeat_timeout:g} s (it exited, was "
-                    f"killed or stopped, or its host is unreachable); process "
-                    f"{self.process_index} stops")
-                exc._naiad_remote = True
-                self._done_from.add(p)
-                self.comp.fail(exc)

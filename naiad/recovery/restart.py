@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, List
 
 from naiad.computation import Computation, run_program
 from naiad.launch import launch_local
-from naiad.checkpoint import CheckpointInUse, CheckpointLayoutError, LogFormatError
-from naiad.epochlog import OutputLost
+from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
+from naiad.recovery.logs import OutputLost
 from naiad.errors import GraphError, NaiadError
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]

@@ -2,7 +2,7 @@
 
 Format version 2.  A segment file begins with the 8 bytes ``NAIADLG2``; each record is a header
 ``<epoch: int64><length: uint64><HMAC-SHA256: 32 bytes>`` and the pickled payload.  The HMAC,
-keyed by the checkpoint directory's key (:func:`naiad.checkpoint.directory_key`), covers the
+keyed by the checkpoint directory's key (:func:`naiad.recovery.store.directory_key`), covers the
 epoch, the length and the payload, so a record that was damaged or written by someone without
 the key is never unpickled.  A segment without the header (format version 1, 32-bit lengths and
 a CRC) is refused with :class:`LogFormatError`.

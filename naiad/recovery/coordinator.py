@@ -6,7 +6,7 @@ progress protocol's safety property, that nothing is in flight anywhere, and han
 states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
 on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
 states, waiting until every process wrote its part and committing the manifest happen behind,
-in the :class:`~naiad.committer.Committer`'s thread.
+in the :class:`~naiad.recovery.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import threading
 import time as _time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from naiad.committer import Committer
+from naiad.recovery.committer import Committer
 from naiad.errors import NaiadError
-from naiad.worker import CHECKPOINT
+from naiad.messages import CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation

@@ -34,10 +34,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
-from naiad.ckptdir import CheckpointInUse, check_private, directory_key, lock
-from naiad.epochlog import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
+from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
 from naiad.files import open_private, write_atomic
+from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
 __all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
@@ -314,7 +315,7 @@ class CheckpointStore:
                     return None
                 if p == str(self.process):
                     worker = int(rel.rsplit("-", 1)[1].split(".")[0])
-                    restored.states[worker] = pickle.loads(data)
+                    restored.states[worker] = snapshot.load_states(data)
         return restored
 
     # ---- input log ---------------------------------------------------------------------------------

@@ -1,0 +1,18 @@
+"""Recovery in one package: checkpoints, their files and logs, and the restart loop.
+
+=====================================  =========================================================
+module                                 what it owns
+=====================================  =========================================================
+:mod:`naiad.recovery.snapshot`         a vertex state in a checkpoint: the versioned container
+:mod:`naiad.recovery.directory`        the checkpoint directory: private, locked, its HMAC key
+:mod:`naiad.recovery.logs`             append-only epoch logs (inputs, collected outputs)
+:mod:`naiad.recovery.store`            checkpoint files and manifests: write, commit, find latest
+:mod:`naiad.recovery.committer`        the thread that makes a checkpoint durable
+:mod:`naiad.recovery.coordinator`      when and how a consistent checkpoint is cut
+:mod:`naiad.recovery.restart`          the supervisor loop: restart from the last checkpoint
+=====================================  =========================================================
+
+The modules sit at different layers (``tests/test_layers.py``): the worker writes snapshots, the
+computation uses the store and the coordinator, and ``execute`` runs the restart loop.  This
+module imports none of them, so importing one does not import the others.
+"""

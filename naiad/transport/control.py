@@ -1,0 +1,294 @@
+"""The control plane between processes: handshake, heartbeats, barriers, failure relay, goodbye.
+
+Each process binds one control socket (PULL) and connects one PUSH socket to every peer's; a
+communication thread serves them.  At start-up every process sends HELLO with its graph's
+fingerprint, its layout and its workers' data endpoints, and waits (bounded) for everyone's.
+ZeroMQ's own heartbeats run on the control connections (in its I/O thread, without the GIL): a
+peer that is stopped or gone is disconnected, and if it did not say goodbye (DONE) within a
+grace period it is reported as a :class:`naiad.RemoteFailure`.  A failure of this process is
+relayed to every peer (FAIL), which reports it through its hooks as a RemoteFailure of this
+process.  Barriers (ARRIVE) return process 0's value.  The data plane
+(:mod:`naiad.transport.zmq_fabric`) sends no control messages and this module no batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
+from naiad.transport.protocol import FabricHooks
+from naiad.transport.security import CurveKeys
+from naiad.transport.wire import dump_failure, load_failure
+
+__all__ = ["ControlPlane", "connect_push", "HELLO", "FAIL", "DONE", "ARRIVE"]
+
+log = logging.getLogger("naiad.transport")
+
+# Control frame tags.
+HELLO, FAIL, DONE, ARRIVE = b"H", b"F", b"E", b"A"
+_GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (its DONE)
+
+
+def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
+                 heartbeat_timeout: Optional[float] = None) -> zmq.Socket:
+    """A PUSH socket to ``endpoint`` (with CURVE when ``keys``; with ZeroMQ heartbeats when
+    ``heartbeat_timeout`` is given)."""
+    sock = ctx.socket(zmq.PUSH)
+    sock.linger = 0
+    sock.sndhwm = 0
+    if heartbeat_timeout is not None:
+        ms = max(100, int(heartbeat_timeout * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_IVL, max(50, min(1000, ms // 4)))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, ms)
+    if keys is not None:
+        keys.connect_as_client(sock)
+    sock.connect(endpoint)
+    return sock
+
+
+class ControlPlane:
+    """One process's control connections and the thread that serves them."""
+
+    def __init__(self, ctx: zmq.Context, keys: Optional[CurveKeys], process_index: int,
+                 processes: int, heartbeat_timeout: float, hooks: FabricHooks):
+        self.ctx = ctx
+        self.keys = keys
+        self.process_index = process_index
+        self.processes = processes
+        self.heartbeat_timeout = heartbeat_timeout
+        self.hooks = hooks
+        self.endpoints: List[str] = []
+        self.pull: Optional[zmq.Socket] = None
+        self.done_from: set = set()           # peers that said goodbye (or failed)
+        self._closed = False
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()   # wakes the communication thread at once
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._push: Dict[int, zmq.Socket] = {}
+        self._monitors: Dict[zmq.Socket, int] = {}
+        self._connected: set = set()
+        self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
+        self._hello: Dict[int, tuple] = {}
+        self._arrivals: Dict[str, Dict[int, Any]] = {}
+        self._arrival_cv = threading.Condition()
+        self._ready = threading.Event()
+        self._finished = threading.Event()
+        self._stop_thread = False
+        self._thread: Optional[threading.Thread] = None
+
+    def peers(self) -> List[int]:
+        return [p for p in range(self.processes) if p != self.process_index]
+
+    # ---- start-up ---------------------------------------------------------------------------
+    def bind(self, address: str) -> str:
+        """Bind the control socket; returns its endpoint (what the rendezvous announces)."""
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.linger = 0
+        if self.keys is not None:
+            self.keys.serve(self.pull)
+        try:
+            self.pull.bind(address)
+        except zmq.ZMQError as exc:
+            msg = f"process {self.process_index} cannot listen on {address}: {exc}"
+            raise NaiadError(msg) from exc
+        return self.pull.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def start(self, endpoints: List[str], hello: Any) -> None:
+        """Connect to every peer's control socket and start the communication thread, which
+        sends ``hello`` (pickled) to each."""
+        self.endpoints = list(endpoints)
+        self._push = {p: connect_push(self.ctx, self.keys, self.endpoints[p],
+                                      self.heartbeat_timeout) for p in self.peers()}
+        self._monitors = {
+            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED): p
+            for p, s in self._push.items()}
+        self._thread = threading.Thread(target=self._comm_loop, args=(pickle.dumps(hello),),
+                                        daemon=True, name=f"naiad-comm-{self.process_index}")
+        self._thread.start()
+
+    def wait_for_peers(self, timeout: float) -> Dict[int, Any]:
+        """Every peer's hello, by process (bounded by ``timeout`` seconds)."""
+        if not self._ready.wait(timeout):
+            missing = [f"{p} ({self.endpoints[p]})" for p in self.peers() if p not in self._hello]
+            msg = (f"process {self.process_index} waited {timeout:.0f} s for process(es) "
+                   f"{', '.join(missing)}; start every process with the same --numprocs and "
+                   "--hosts, or raise connect_timeout")
+            raise ComputationFailed(msg)
+        self.hooks.check_failed()
+        return dict(self._hello)
+
+    # ---- requests from this process ---------------------------------------------------------
+    def relay_failure(self, exc: BaseException) -> None:
+        """Tell every peer that this process failed with ``exc``."""
+        self._post(FAIL, exc)
+
+    def barrier(self, name: str, timeout: float, value: Any = None) -> Any:
+        """Wait until every process reached ``name``; returns process 0's ``value``."""
+        self._post(ARRIVE, (name, value))
+        deadline = time.monotonic() + timeout
+        with self._arrival_cv:
+            while True:
+                got = self._arrivals.get(name, {})
+                if len(got) >= self.processes - 1:
+                    del self._arrivals[name]
+                    return value if self.process_index == 0 else got.get(0)
+                self.hooks.check_failed()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [p for p in self.peers() if p not in got]
+                    msg = (f"process {self.process_index} waited {timeout:.0f} s at {name} for "
+                           f"process(es) {missing}")
+                    raise ComputationFailed(msg)
+                self._arrival_cv.wait(min(left, 0.2))
+
+    def finish(self, timeout: float) -> None:
+        """Say goodbye and wait (at most ``timeout`` s) for every peer's."""
+        self._post(DONE, None)
+        self._finished.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the thread and close the control sockets."""
+        self._closed = True
+        self._stop_thread = True
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:
+            pass
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        for mon in self._monitors:
+            mon.close(linger=0)
+        for s in self._push.values():
+            s.close(linger=500)   # lets a final DONE or FAIL reach a live peer
+        if self.pull is not None:
+            self.pull.close(linger=0)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _post(self, tag: bytes, value: Any) -> None:
+        self._queue.put((tag, value))
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:  # pragma: no cover - already closed
+            pass
+
+    # ---- the communication thread -------------------------------------------------------------
+    def _comm_loop(self, hello: bytes) -> None:
+        try:
+            self._comm(hello)
+        except Exception as exc:  # noqa: BLE001 - must reach the computation
+            if not self._closed:
+                log.exception("communication thread failed")
+                self.hooks.fail(ComputationFailed(f"process {self.process_index}: communication "
+                                                  f"thread failed: {exc!r}"))
+
+    def _send_all(self, tag: bytes, payload: bytes) -> None:
+        me = self.process_index.to_bytes(4, "little")
+        for s in self._push.values():
+            s.send_multipart([tag, me, payload])
+
+    def _comm(self, hello: bytes) -> None:
+        assert self.pull is not None
+        self._send_all(HELLO, hello)
+        poller = zmq.Poller()
+        poller.register(self.pull, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        for mon in self._monitors:
+            poller.register(mon, zmq.POLLIN)
+        sent_done = False
+        while not self._stop_thread:
+            while True:
+                try:
+                    tag, value = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if tag == FAIL:
+                    self._send_all(FAIL, dump_failure(value, self.process_index))
+                elif tag == ARRIVE:
+                    self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
+                elif tag == DONE and not sent_done:
+                    sent_done = True
+                    self._send_all(DONE, b"")
+            if sent_done and len(self.done_from) == self.processes - 1:
+                self._finished.set()
+            if self._gone:
+                self._check_gone()
+            events = dict(poller.poll(100 if self._gone else 1000))
+            if self._wake_r in events:
+                try:
+                    os.read(self._wake_r, 65536)
+                except BlockingIOError:
+                    pass
+            for mon, p in self._monitors.items():
+                if mon in events:
+                    self._on_monitor(mon, p)
+            if self.pull in events:
+                self._receive()
+
+    def _receive(self) -> None:
+        assert self.pull is not None
+        while True:
+            try:
+                frames = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            tag = frames[0].bytes
+            proc = int.from_bytes(frames[1].bytes, "little")
+            if tag == HELLO:
+                self._hello[proc] = pickle.loads(frames[2].bytes)
+                if len(self._hello) == self.processes - 1:
+                    self._ready.set()
+            elif tag == DONE:
+                self.done_from.add(proc)
+            elif tag == ARRIVE:
+                name, value = pickle.loads(frames[2].bytes)
+                with self._arrival_cv:
+                    self._arrivals.setdefault(name, {})[proc] = value
+                    self._arrival_cv.notify_all()
+            elif tag == FAIL:
+                exc = load_failure(frames[2].bytes, proc)
+                self.done_from.add(proc)
+                self.hooks.fail(RemoteFailure(proc, exc))
+
+    def _on_monitor(self, mon: zmq.Socket, p: int) -> None:
+        """A connection event of the control socket to process ``p``."""
+        while True:
+            try:
+                event = recv_monitor_message(mon, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected.add(p)
+            elif event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected:
+                # A peer that ended normally sent DONE before it closed, but on another
+                # connection: give that message a moment to arrive before calling it gone.
+                self._gone.setdefault(p, time.monotonic())
+
+    def _check_gone(self) -> None:
+        now = time.monotonic()
+        for p, since in list(self._gone.items()):
+            if p in self.done_from or self.hooks.failure() is not None or self._closed:
+                del self._gone[p]
+            elif now - since > _GONE_GRACE:
+                del self._gone[p]
+                msg = (f"process {p} ({self.endpoints[p]}) is gone: its connection closed, or "
+                       f"answered no heartbeat for {self.heartbeat_timeout:g} s (it exited, was "
+                       f"killed or stopped, or its host is unreachable); process "
+                       f"{self.process_index} stops")
+                self.done_from.add(p)
+                self.hooks.fail(RemoteFailure(p, None, msg))
