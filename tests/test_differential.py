@@ -207,3 +207,88 @@ def test_components_survive_sigkill_during_updates(tmp_path: Path):
     clean = naiad.execute(_cc_program(edges, updates), processes=2)
     assert _merged(parts) == _merged(clean)
     assert len(_merged(parts)) == len(updates) + 1
+
+
+# ---- outputs, and only the work a change requires -----------------------------------------------
+def test_subscribe_once_per_epoch_with_consolidated_changes():
+    def program(comp):
+        inp = dd.new_input(comp, name="xs")
+        calls = []
+        inp.collection.map(lambda r: r % 3).subscribe(lambda e, ch: calls.append((e, sorted(ch))))
+        comp.activate()
+        inp.on_next([1, 4, 2])
+        inp.update([(4, -1), (7, 1)])          # 4 and 7 are both 1 mod 3: no change
+        inp.update([(2, -1)])
+        inp.on_completed()
+        comp.join()
+        return calls
+    [calls] = naiad.execute(program, workers=2)
+    assert calls == [(0, [(1, 2), (2, 1)]), (1, []), (2, [(2, -1)])]
+
+
+def test_a_reducer_runs_only_for_keys_that_changed():
+    calls = []
+
+    def program(comp):
+        inp = dd.new_input(comp, name="xs")
+        inp.collection.group_by(lambda r: r % 100, lambda k, rs: calls.append((k, len(rs))) or [k]) \
+            .collect()
+        comp.activate()
+        inp.on_next(range(1000))
+        inp.update([(5, -1), (1005, 1)])         # key 5 only, its count unchanged
+        inp.update([(42, -1)])                   # key 42 only
+        inp.on_completed()
+        comp.join()
+    naiad.execute(program)
+    assert len(calls) == 100 + 1 + 1
+    assert calls[100:] == [(5, 10), (42, 9)]
+
+
+def test_an_update_flows_around_the_loop_only_as_far_as_it_matters():
+    seen = {}
+
+    def count(record, time, diff):
+        seen[time.epoch] = seen.get(time.epoch, 0) + 1
+
+    def program(comp):
+        inp = dd.new_input(comp, name="edges")
+        edges = inp.collection.inspect(lambda r, t, d: None)
+        nodes = edges.map(lambda e: e[0]).distinct().map(lambda n: (n, n))
+        labels = nodes.iterate(lambda loop, lab: (
+            lab.join(loop.enter(edges), key=lambda nl: nl[0], other_key=lambda e: e[0],
+                     result=lambda nl, e: (e[1], nl[1]))
+               .inspect(count)
+               .concat(loop.enter(nodes)).min(key=lambda nl: nl[0], value=lambda nl: nl[1])))
+        got = labels.collect()
+        comp.activate()
+        chain = [(i, i + 1) for i in range(300)] + [(1000, 1001)]
+        inp.on_next(dd_components.symmetric(chain))
+        inp.update([((1001, 1002), 1), ((1002, 1001), 1)])    # far from the long chain
+        inp.on_completed()
+        comp.join()
+        return got.results
+    [results] = naiad.execute(program)
+    assert sorted(results[1]) == [((1002, 1000), 1)]
+    assert seen[0] > 40000 and seen[1] <= 20, seen    # the chain's labels are not revisited
+
+
+def test_inspect_sees_every_change_with_its_time():
+    seen = []
+
+    def program(comp):
+        inp = dd.new_input(comp, name="xs")
+        inp.collection.inspect(lambda r, t, d: seen.append((r, t.epoch, d))).collect()
+        comp.activate()
+        inp.on_next(["a"])
+        inp.update([("a", -1), ("b", 2)])
+        inp.on_completed()
+        comp.join()
+    naiad.execute(program)
+    assert sorted(seen) == [("a", 0, 1), ("a", 1, -1), ("b", 1, 2)]
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 4), (3, 1), (3, 2)])
+def test_components_at_more_workers_and_processes(processes, workers):
+    edges = random_edges(200, 190, seed=processes * workers)
+    dd_components.run(edges, dd_components.rewirings(edges, 4, seed=1), processes, workers,
+                      check=True)
