@@ -22,24 +22,22 @@ import argparse
 import random
 import sys
 import time
+from operator import itemgetter
 from collections import deque
 from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
+from linq.differential.testing import replay
 
 __all__ = ["distances", "oracle", "changes", "run", "main"]
 
 Edge = Tuple[Hashable, Hashable]
 
 
-def _first(x: tuple) -> Any:
-    return x[0]
-
-
-def _second(x: tuple) -> Any:
-    return x[1]
+_first = itemgetter(0)
+_second = itemgetter(1)
 
 
 def _at_zero(node: Hashable) -> tuple:
@@ -122,18 +120,8 @@ def run(roots: Sequence[Hashable], edges: Sequence[Edge],
 def check(roots: Sequence[Hashable], edges: Sequence[Edge],
           updates: Sequence[Sequence[Tuple[Edge, int]]], results: List[Dict[int, list]]) -> None:
     """Raise unless every epoch's distances equal the breadth-first search from scratch."""
-    current = set(edges)
-    acc: Dict[Any, int] = {}
-    for epoch in range(len(updates) + 1):
-        if epoch:
-            for e, d in updates[epoch - 1]:
-                (current.add if d > 0 else current.discard)(e)
-        for res in results:
-            for r, d in res.get(epoch, []):
-                acc[r] = acc.get(r, 0) + d
-        got = {r: n for r, n in acc.items() if n}
-        want = {(v, d): 1 for v, d in oracle(roots, current).items()}
-        if got != want:
+    for epoch, current, got in replay(edges, updates, results):
+        if got != {(v, d): 1 for v, d in oracle(roots, current).items()}:
             msg = f"epoch {epoch}: distances differ from the breadth-first search"
             raise AssertionError(msg)
 

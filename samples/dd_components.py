@@ -30,6 +30,7 @@ from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tupl
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
+from linq.differential.testing import replay
 from samples.debian import real_graph
 from samples.graphs import random_edges
 
@@ -137,18 +138,9 @@ def run(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
 
     out = naiad.execute(program, processes=processes, workers=workers)
     if check:
-        current = {e for e in sym}
-        acc: Dict[Any, int] = {}
-        for epoch in range(len(updates) + 1):
-            if epoch:
-                for e, d in updates[epoch - 1]:
-                    (current.add if d > 0 else current.discard)(e)
-            for res in out:
-                for r, d in res["results"].get(epoch, []):
-                    acc[r] = acc.get(r, 0) + d
-            got = dict(r for r, n in acc.items() if n)
-            want = oracle(current)
-            if got != want or any(n != 1 for n in acc.values() if n):
+        results = [o["results"] for o in out]
+        for epoch, current, got in replay(sym, updates, results):
+            if got != {label: 1 for label in oracle(current).items()}:
                 msg = f"epoch {epoch}: the labels differ from the oracle"
                 raise AssertionError(msg)
     return out

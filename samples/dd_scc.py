@@ -22,6 +22,7 @@ import argparse
 import random
 import sys
 import time
+from operator import itemgetter
 from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
 import networkx as nx
@@ -29,6 +30,7 @@ import networkx as nx
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
+from linq.differential.testing import replay
 from samples.graphs import random_edges
 from samples.textdata import stdlib_import_graph
 
@@ -37,12 +39,8 @@ __all__ = ["scc", "trim", "oracle", "run", "main"]
 Edge = Tuple[Hashable, Hashable]
 
 
-def _first(x: tuple) -> Any:
-    return x[0]
-
-
-def _second(x: tuple) -> Any:
-    return x[1]
+_first = itemgetter(0)
+_second = itemgetter(1)
 
 
 def _ends(e: tuple) -> list:
@@ -124,17 +122,8 @@ def run(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
 def check(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
           results: List[Dict[int, list]]) -> None:
     """Raise unless every epoch's edges equal networkx's components of the graph then."""
-    current = set(edges)
-    acc: Dict[Any, int] = {}
-    for epoch in range(len(updates) + 1):
-        if epoch:
-            for e, d in updates[epoch - 1]:
-                (current.add if d > 0 else current.discard)(e)
-        for res in results:
-            for r, d in res.get(epoch, []):
-                acc[r] = acc.get(r, 0) + d
-        got = {r for r, n in acc.items() if n}
-        if got != oracle(current) or any(n != 1 for n in acc.values() if n):
+    for epoch, current, got in replay(edges, updates, results):
+        if got != {e: 1 for e in oracle(current)}:
             msg = f"epoch {epoch}: the strongly connected edges differ from networkx"
             raise AssertionError(msg)
 

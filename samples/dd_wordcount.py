@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
+from linq.differential.testing import replay
 from samples.textdata import read_lines, stdlib_text_files
 
 __all__ = ["word_counts", "epochs_of_files", "run", "main"]
@@ -95,21 +96,12 @@ def run(initial: Sequence[Line], updates: Sequence[Sequence[Tuple[Line, int]]],
 def check(initial: Sequence[Line], updates: Sequence[Sequence[Tuple[Line, int]]],
           out: List[dict]) -> None:
     """Raise unless each epoch's counts equal a Counter over the lines present then."""
-    lines: Counter = Counter(initial)
-    acc: Dict[Any, int] = {}
-    for epoch in range(len(updates) + 1):
-        if epoch:
-            for ln, d in updates[epoch - 1]:
-                lines[ln] += d
-        for res in out:
-            for r, d in res["results"].get(epoch, []):
-                acc[r] = acc.get(r, 0) + d
+    for epoch, lines, got in replay(initial, updates, [o["results"] for o in out]):
         want: Counter = Counter()
         for (f, text), n in lines.items():
             for w in text.split():
                 want[w] += n
-        got = {r for r, n in acc.items() if n}
-        if got != {(w, n) for w, n in want.items() if n}:
+        if got != {(w, n): 1 for w, n in want.items()}:
             msg = f"epoch {epoch}: the counts differ from a Counter recomputed from scratch"
             raise AssertionError(msg)
 

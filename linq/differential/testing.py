@@ -7,14 +7,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from collections import Counter
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import naiad
 from naiad.testing import shard
 from linq.differential.collection import Collection
 from linq.differential.inputs import new_input
 
-__all__ = ["run_dd", "arrangement_sizes", "Change"]
+__all__ = ["run_dd", "arrangement_sizes", "replay", "Change"]
 
 Change = Tuple[Any, int]
 
@@ -68,3 +69,30 @@ def arrangement_sizes(comp: naiad.Computation) -> List[Tuple[str, int, int]]:
                 for tr in traces():
                     out.append((v.stage.name, len(tr), tr.updates()))
     return out
+
+
+def replay(initial: Iterable[Any], updates: Sequence[Sequence[Change]],
+           results: Sequence[Dict[int, List[Change]]]
+           ) -> Iterator[Tuple[int, Counter, Dict[Any, int]]]:
+    """``(epoch, input, output)`` for every epoch, to compare with an oracle from scratch.
+
+    ``input`` is the input collection at that epoch (a Counter: ``initial`` with the
+    ``updates`` of the epochs up to it applied); ``output`` is the collection the computation
+    produced, accumulated from every process's collected changes (``results[p][epoch]``).
+
+    >>> [(e, dict(i), o) for e, i, o in replay(["a"], [[("a", -1), ("b", 1)]],
+    ...                                            [{0: [("A", 1)], 1: [("A", -1), ("B", 1)]}])]
+    [(0, {'a': 1}, {'A': 1}), (1, {'b': 1}, {'B': 1})]
+    """
+    current: Counter = Counter(initial)
+    acc: Dict[Any, int] = {}
+    for epoch in range(len(updates) + 1):
+        if epoch:
+            for r, d in updates[epoch - 1]:
+                current[r] += d
+            current = +current
+        for res in results:
+            for r, d in res.get(epoch, []):
+                acc[r] = acc.get(r, 0) + d
+        acc = {r: n for r, n in acc.items() if n}
+        yield epoch, current, dict(acc)
