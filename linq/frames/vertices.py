@@ -56,6 +56,9 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> 
         return [(routes[0], table)] if table.num_rows else []
     dest = (row_hash(table, keys) % np.uint64(workers)).astype(np.int64)
     counts = np.bincount(dest, minlength=workers)
+    whole = np.flatnonzero(counts == table.num_rows)
+    if len(whole):                     # one destination (already partitioned): no copy
+        return [(routes[int(whole[0])], table)]
     ordered = table.take(np.argsort(dest, kind="stable"))
     out, start = [], 0
     for d, n in enumerate(counts.tolist()):

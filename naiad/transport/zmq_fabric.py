@@ -27,7 +27,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.transport.inproc import DATA, PROGRESS, STOP, LocalFabric
-from naiad.transport.wire import dump_failure, explain_pickling, load_failure
+from naiad.transport.wire import decode, dump_failure, encode, explain_pickling, load_failure
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
 
@@ -263,7 +263,7 @@ class ZmqFabric(LocalFabric):
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
-            got.extend(pickle.loads(frames[1].buffer))
+            got.extend(decode(frames[1].buffer, [f.buffer for f in frames[2:]]))
         return got
 
     def wait(self, local_index: int, timeout: float):
@@ -283,8 +283,9 @@ class ZmqFabric(LocalFabric):
 
     def _send_items(self, src: int, dst: int, items: list) -> None:
         try:
-            payload = pickle.dumps(items, protocol=5)
+            payload, buffers = encode(items)   # large buffers (Arrow tables) out of band
         except Exception:
+            buffers = []
             # Records of a class defined in the program's __main__ (or lambdas, closures) are
             # pickled by value instead; the receiver's pickle.loads reads that too.
             try:
@@ -297,9 +298,12 @@ class ZmqFabric(LocalFabric):
         if sock is None:
             socks[dst] = sock = self._connect(dst // self.workers_per_process,
                                               self.worker_endpoints[dst])
-        sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
+        if buffers:
+            sock.send_multipart([BATCH, payload, *buffers], copy=False)
+        else:
+            sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
         self.messages_sent += 1
-        self.bytes_sent += len(payload)
+        self.bytes_sent += len(payload) + sum(b.raw().nbytes for b in buffers)
 
     # ---- control ---------------------------------------------------------------------------------
     def stop(self, reason: str) -> None:
