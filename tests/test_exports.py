@@ -39,7 +39,8 @@ EXPORTS = {
     },
     naiad.spark: {
         "execute", "local_session", "source", "to_dataframe", "task_slots", "check_java",
-        "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "SparkUnavailable",
+        "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "PartitionTables",
+        "SparkUnavailable",
         "StageFailed",
     },
     naiad.testing: {"run", "run_unary", "shard", "free_ports", "CONFIGURATIONS", "Cluster"},

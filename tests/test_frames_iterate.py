@@ -15,7 +15,7 @@ import pyarrow.compute as pc  # noqa: E402
 
 import naiad  # noqa: E402
 from linq import frames  # noqa: E402
-from linq.frames.held import SortedIndex, join_tables  # noqa: E402
+from linq.frames.held import KeyIndex, join_tables  # noqa: E402
 from naiad.transport.wire import decode, encode  # noqa: E402
 from samples.frames_pagerank import power_iteration, run_frames_pagerank  # noqa: E402
 from samples.graphs import random_edges, rmat_edges  # noqa: E402
@@ -149,7 +149,7 @@ def test_entered_side_is_shipped_and_indexed_once_per_epoch():
 
 def test_held_index_probes_with_hash_and_checks_values():
     t = pa.table({"s": ["a", "b", None, "a"], "n": [1, 2, 3, 4]})
-    index = SortedIndex(t, ["s"])
+    index = KeyIndex(t, ["s"])
     assert not index.exact
     probe = pa.table({"q": ["a", "zz", None]})
     left, right = index.probe(probe, ["q"])

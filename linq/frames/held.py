@@ -2,19 +2,22 @@
 
 Inside ``f.iterate(lambda loop, r: r.join(loop.enter(edges), ...), n)`` the entered side holds
 at every iteration of an epoch and arrives once, at iteration 0.  :class:`HeldJoin` keeps its
-tables for the epoch and, at the first iteration that needs it, builds a :class:`SortedIndex`:
-the static rows sorted by key (a single integer key column is sorted by value; other keys by
-their row hash, with the matches checked column by column afterwards).  Every iteration then
-probes the index with the varying side's tables (two ``searchsorted`` and a few ``take``), so
+tables for the epoch and, at the first iteration that needs it, makes a :class:`KeyIndex` of
+them: integer keys by direct addressing over their range (a dense probe costs one gather per
+static row, and the static columns are then used without a copy), otherwise the rows sorted by
+key (or by row hash, matches then checked column by column) and probed by ``searchsorted``.  So
 the static side is neither shipped nor re-hashed again until the epoch's last iteration, when
 the index is dropped.  The output is that of :meth:`FrameStream.join`: the same columns, in
 the same order, for every ``how``.
 
 >>> import pyarrow as pa
->>> index = SortedIndex(pa.table({"src": [3, 1, 3], "w": [0.5, 1.0, 2.0]}), ["src"])
+>>> index = KeyIndex(pa.table({"src": [3, 1, 3], "w": [0.5, 1.0, 2.0]}), ["src"])
 >>> probe, matched = index.probe(pa.table({"node": [3, 2, 1]}), ["node"])
+>>> probe.tolist(), matched                # every static row matched, in its own order
+([0, 2, 0], None)
+>>> probe, matched = index.probe(pa.table({"node": [3, 3]}), ["node"])   # repeated keys
 >>> sorted(zip(probe.tolist(), index.table["w"].take(matched).to_pylist()))
-[(0, 0.5), (0, 2.0), (2, 1.0)]
+[(0, 0.5), (0, 2.0), (1, 0.5), (1, 2.0)]
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import naiad
 from linq.frames.hashing import row_hash
 from linq.frames.vertices import FrameError, _Checked, require_columns
 
-__all__ = ["SortedIndex", "HeldJoin", "join_tables"]
+__all__ = ["KeyIndex", "HeldJoin", "join_tables"]
 
 
 def _int_key(table: pa.Table, keys: Sequence[str]) -> Optional[np.ndarray]:
@@ -53,42 +56,67 @@ def _valid(table: pa.Table, keys: Sequence[str]) -> Optional[np.ndarray]:
     return mask
 
 
-class SortedIndex:
-    """The rows of ``table`` sorted by their ``keys``, probed by ``searchsorted``."""
+class KeyIndex:
+    """The static side of a join, kept for an epoch and probed by whole tables.
+
+    Integer keys (a single integer column) are kept as a numpy array in the table's order.  A
+    probe whose keys are unique and dense (node ids, bucket numbers) is answered by direct
+    addressing: a position array over the key range, one gather per static row; when every
+    static row matches, the static columns are used as they are, without a ``take``.  Other
+    probes use the rows sorted by key (sorted once, when first needed) and ``searchsorted``;
+    keys that are not one integer column are sorted by their row hash, and the matches are then
+    checked column by column.
+    """
 
     def __init__(self, table: pa.Table, keys: Sequence[str]):
         self.keys = list(keys)
-        valid = _valid(table, self.keys)
-        rows = np.arange(table.num_rows) if valid is None else np.flatnonzero(valid)
-        ints = _int_key(table, self.keys)
-        self.exact = ints is not None
-        values = ints if ints is not None else row_hash(table, self.keys)
-        values = values[rows]
-        order = np.argsort(values, kind="stable")
-        self.rows = rows[order]                  # index position -> row of the original table
-        self.sorted = values[order]
         self.table = table
+        self.valid = _valid(table, self.keys)
+        self.ints = _int_key(table, self.keys)
+        self.exact = self.ints is not None
+        self.range: Optional[Tuple[int, int]] = None
+        if self.ints is not None and table.num_rows:
+            mine = self.ints if self.valid is None else self.ints[self.valid]
+            if len(mine):
+                self.range = (int(mine.min()), int(mine.max()))
+        self._sorted: Optional[Tuple[np.ndarray, np.ndarray]] = None
 
-    def probe(self, other: pa.Table, keys: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
-        """``(rows of other, rows of the index table)`` of every pair with equal keys."""
+    def _sorted_index(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(rows in key order, their sorted keys)``, made on first use and kept."""
+        if self._sorted is None:
+            t = self.table
+            rows = np.arange(t.num_rows) if self.valid is None else np.flatnonzero(self.valid)
+            values = self.ints if self.ints is not None else row_hash(t, self.keys)
+            values = values[rows]
+            order = np.argsort(values, kind="stable")
+            self._sorted = (rows[order], values[order])
+        return self._sorted
+
+    def probe(self, other: pa.Table, keys: Sequence[str]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """``(rows of other, rows of the index table)`` of every pair with equal keys; the
+        second is None when it is every row of the index table, in order."""
         ints = _int_key(other, keys) if self.exact else None
-        exact = ints is not None
-        if self.exact and not exact:
+        if self.exact and ints is None:
             msg = (f"join: the key {list(keys)} of the varying side is not an integer column, "
                    f"but the loop-invariant side's key {self.keys} is")
             raise FrameError(msg)
-        values = ints if exact else row_hash(other, keys)
         valid = _valid(other, keys)
-        lo = np.searchsorted(self.sorted, values, "left")
-        hi = np.searchsorted(self.sorted, values, "right")
+        if ints is not None:
+            direct = self._direct(ints, valid)
+            if direct is not None:
+                return direct
+        values = ints if ints is not None else row_hash(other, keys)
+        rows, ordered = self._sorted_index()
+        lo = np.searchsorted(ordered, values, "left")
+        hi = np.searchsorted(ordered, values, "right")
         counts = hi - lo
         if valid is not None:
             counts[~valid] = 0
         total = int(counts.sum())
         left = np.repeat(np.arange(len(values)), counts)
         starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-        right = self.rows[np.arange(total) + starts]
-        if not exact and total:                  # equal hashes: check the values themselves
+        right = rows[np.arange(total) + starts]
+        if ints is None and total:              # equal hashes: check the values themselves
             same = None
             for mine, theirs in zip(keys, self.keys):
                 eq = pc.equal(other.column(mine).take(left), self.table.column(theirs).take(right))
@@ -97,29 +125,57 @@ class SortedIndex:
             left, right = left[keep], right[keep]
         return left, right
 
+    def _direct(self, ints: np.ndarray, valid: Optional[np.ndarray]
+                ) -> Optional[Tuple[np.ndarray, Optional[np.ndarray]]]:
+        """Direct addressing over the static key range, when the probe keys are unique."""
+        if self.range is None or self.ints is None:
+            return None
+        lo, hi = self.range
+        width = hi - lo + 1
+        if width > 4 * (len(self.ints) + len(ints)) + 1024:
+            return None
+        inside = (ints >= lo) & (ints <= hi)
+        if valid is not None:
+            inside &= valid
+        where = np.flatnonzero(inside)
+        slots = ints[where] - lo
+        position = np.full(width, -1, np.int64)
+        position[slots] = where
+        if np.count_nonzero(position >= 0) != len(where):
+            return None                          # repeated probe keys: the sorted path
+        static = self.ints if self.valid is None else np.where(self.valid, self.ints, lo)
+        match = position[static - lo]
+        if self.valid is not None:
+            match[~self.valid] = -1
+        hit = match >= 0
+        if hit.all():
+            return match, None
+        right = np.flatnonzero(hit)
+        return match[right], right
 
-def _unmatched(n: int, hit: np.ndarray) -> np.ndarray:
+
+def _unmatched(n: int, hit: Optional[np.ndarray]) -> np.ndarray:
+    if hit is None:                          # every row matched
+        return np.zeros(0, np.int64)
     seen = np.zeros(n, bool)
     seen[hit] = True
     return np.flatnonzero(~seen)
 
 
-def _take(table: pa.Table, name: str, rows: np.ndarray, nulls: int) -> pa.ChunkedArray:
-    column = table.column(name).take(rows)
-    if nulls:
-        column = pa.chunked_array(column.chunks + [pa.nulls(nulls, column.type)], column.type)
-    return column
+def _pick(column: pa.ChunkedArray, rows: Optional[np.ndarray]) -> pa.ChunkedArray:
+    """``column`` at ``rows`` (None: every row, in order, without a copy)."""
+    return column if rows is None else column.take(rows)
 
 
 def join_tables(a: pa.Table, b: pa.Table, a_keys: Sequence[str], b_keys: Sequence[str],
-                pairs: Tuple[np.ndarray, np.ndarray], how: str) -> pa.Table:
-    """The join of ``a`` and ``b`` given their matching row ``pairs``, laid out as Arrow's
-    hash join lays it out (left columns, then the right's without its keys; a right join
-    leads with the left's non-key columns; a full join coalesces the keys)."""
+                pairs: Tuple[Optional[np.ndarray], Optional[np.ndarray]], how: str) -> pa.Table:
+    """The join of ``a`` and ``b`` given their matching row ``pairs`` (None for one side:
+    each of its rows once, in order), laid out as Arrow's hash join lays it out (left columns,
+    then the right's without its keys; a right join leads with the left's non-key columns; a
+    full join coalesces the keys)."""
     ai, bi = pairs
-    extra_a = _unmatched(a.num_rows, ai) if how in ("left", "outer") else ai[:0]
-    extra_b = _unmatched(b.num_rows, bi) if how in ("right", "outer") else bi[:0]
-    a_rows = np.concatenate([ai, extra_a])
+    extra_a = _unmatched(a.num_rows, ai) if how in ("left", "outer") else np.zeros(0, np.int64)
+    extra_b = _unmatched(b.num_rows, bi) if how in ("right", "outer") else np.zeros(0, np.int64)
     a_rest = [c for c in a.column_names if c not in a_keys]
     b_rest = [c for c in b.column_names if c not in b_keys]
     clash = sorted(set(a.column_names if how != "right" else a_rest)
@@ -130,25 +186,43 @@ def join_tables(a: pa.Table, b: pa.Table, a_keys: Sequence[str], b_keys: Sequenc
         raise FrameError(msg)
     out: Dict[str, pa.ChunkedArray] = {}
 
-    def b_col(name: str) -> pa.ChunkedArray:
+    def side(table: pa.Table, name: str, matched: Optional[np.ndarray], own: np.ndarray,
+             nulls_before: int, nulls_after: int) -> pa.ChunkedArray:
+        column = table.column(name)
+        if not len(own) and not nulls_before and not nulls_after:
+            return _pick(column, matched)
+        parts = (_pick(column, matched).chunks + [pa.nulls(nulls_before, column.type)]
+                 + column.take(own).chunks + [pa.nulls(nulls_after, column.type)])
+        return pa.chunked_array([p for p in parts if len(p)] or [pa.array([], column.type)],
+                                column.type)
+
+    def a_col(name: str) -> pa.ChunkedArray:        # matched, a's unmatched, nulls for b's
+        return side(a, name, ai, extra_a, 0, len(extra_b))
+
+    def b_col(name: str) -> pa.ChunkedArray:        # matched, nulls for a's, b's unmatched
         column = b.column(name)
-        if not len(extra_a) and not len(extra_b):
-            return column.take(bi)
-        parts = (column.take(bi).chunks + [pa.nulls(len(extra_a), column.type)]
+        if not len(extra_a):
+            return side(b, name, bi, extra_b, 0, 0)
+        parts = (_pick(column, bi).chunks + [pa.nulls(len(extra_a), column.type)]
                  + column.take(extra_b).chunks)
-        return pa.chunked_array(parts, column.type)
+        return pa.chunked_array([p for p in parts if len(p)] or [pa.array([], column.type)],
+                                column.type)
 
     if how == "right":
         for name in a_rest:
-            out[name] = _take(a, name, a_rows, len(extra_b))
+            out[name] = a_col(name)
         for name in b.column_names:
             out[name] = b_col(name)
     else:
         for name in a.column_names:
-            column = _take(a, name, a_rows, len(extra_b))
+            if name in a_keys:
+                other = b_keys[a_keys.index(name)]
+                if how == "inner" and bi is None and b.column(other).type == a.column(name).type:
+                    out[name] = b.column(other)        # equal keys: b's column, uncopied
+                    continue
+            column = a_col(name)
             if how == "outer" and name in a_keys and len(extra_b):
-                other = b_col(b_keys[a_keys.index(name)]).cast(column.type)
-                column = pc.coalesce(column, other)
+                column = pc.coalesce(column, b_col(b_keys[a_keys.index(name)]).cast(column.type))
             out[name] = column
         for name in b_rest:
             out[name] = b_col(name)
@@ -167,8 +241,9 @@ class HeldJoin(_Checked):
         # An outer join on the invariant side gives its unmatched rows at every iteration.
         self.every = how == "outer" or how == ("left" if held_edge == 0 else "right")
         self.held: Dict[tuple, List[pa.Table]] = {}
-        self.indexes: Dict[tuple, SortedIndex] = {}
+        self.indexes: Dict[tuple, KeyIndex] = {}
         self.waiting: Dict[naiad.Timestamp, List[pa.Table]] = {}
+        self.ready: set = set()         # epochs whose static side is complete
         self.checked: set = set()
 
     def _epoch(self, time: naiad.Timestamp) -> tuple:
@@ -188,6 +263,10 @@ class HeldJoin(_Checked):
                 self.checked.add(edge)
             if edge == self.held_edge:
                 self.held[ek].append(table)
+            elif ek in self.ready and not self.every:
+                # The static side is complete (a notification of this epoch has passed): match
+                # at once, without waiting for this iteration's notification.
+                self._emit(self._join(self._index(ek), table), time)
             else:
                 waiting = self.waiting.get(time)
                 if waiting is None:
@@ -196,24 +275,29 @@ class HeldJoin(_Checked):
                         self.notify_at(time)
                 waiting.append(table)
 
-    def _index(self, ek: tuple) -> Optional[SortedIndex]:
+    def _index(self, ek: tuple) -> Optional[KeyIndex]:
         index = self.indexes.get(ek)
         if index is None and self.held.get(ek):
             tables = self.held[ek]
-            index = self.indexes[ek] = SortedIndex(pa.concat_tables(tables), self.keys[self.held_edge])
+            index = self.indexes[ek] = KeyIndex(pa.concat_tables(tables), self.keys[self.held_edge])
             self.held[ek] = []
         return index
 
     def on_notify(self, time: naiad.Timestamp) -> None:
         ek = self._epoch(time)
+        self.ready.add(ek)
         waiting = self.waiting.pop(time, None)
-        index = self._index(ek)
-        result = self._join(index, pa.concat_tables(waiting) if waiting else None)
-        if result is not None and result.num_rows:
-            self.send_by(0, result, time)
+        if waiting is not None or self.every:
+            self._emit(self._join(self._index(ek), pa.concat_tables(waiting) if waiting else None),
+                       time)
         if time.counters[-1] == self.last:
             self.held.pop(ek, None)
             self.indexes.pop(ek, None)
+            self.ready.discard(ek)
+
+    def _emit(self, result: Optional[pa.Table], time: naiad.Timestamp) -> None:
+        if result is not None and result.num_rows:
+            self.send_by(0, result, time)
 
     def _side(self, edge: int, table: Optional[pa.Table]) -> Optional[pa.Table]:
         """``table``, or an empty table of the schema this input has shown, if any."""
@@ -222,11 +306,11 @@ class HeldJoin(_Checked):
         schema = self.schemas.get(edge)
         return None if schema is None else schema.empty_table()
 
-    def _join(self, index: Optional[SortedIndex], varying: Optional[pa.Table]) -> Optional[pa.Table]:
+    def _join(self, index: Optional[KeyIndex], varying: Optional[pa.Table]) -> Optional[pa.Table]:
         h, v = self.held_edge, 1 - self.held_edge
         if index is None:
             held = self._side(h, None)
-            index = None if held is None else SortedIndex(held, self.keys[h])
+            index = None if held is None else KeyIndex(held, self.keys[h])
         varying = self._side(v, varying)
         if index is None or varying is None:     # one side never seen: as FrameStream.join
             keep = self.how in ("outer", "left" if v == 0 else "right")

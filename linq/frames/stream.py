@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import stages
 from naiad.graph import Stream
 from naiad.partition import route_keys
+from linq.frames.dense import dense_group_by
 from linq.frames.held import HeldJoin
 from linq.frames.loop import iterate as _iterate
 from linq.frames.vertices import Accumulate, FrameError, MapTables, Split
@@ -150,16 +151,20 @@ class FrameStream:
 
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
-            got = table.group_by(keys, use_threads=False).aggregate(
-                [(c, k) for c, k, _ in partial])
+            specs = [(c, k) for c, k, _ in partial]
+            got = dense_group_by(table, keys, specs)
+            if got is None:
+                got = table.group_by(keys, use_threads=False).aggregate(specs)
             return pa.table({**{k: got.column(k) for k in keys},
                              **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
 
         def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
-            got = table.group_by(keys, use_threads=False).aggregate(
-                [(p, kinds[p]) for _, _, p in partial])
+            specs = [(p, kinds[p]) for _, _, p in partial]
+            got = dense_group_by(table, keys, specs)
+            if got is None:
+                got = table.group_by(keys, use_threads=False).aggregate(specs)
             out = {k: got.column(k) for k in keys}
             for name, how, names in final:
                 cols = [got.column(f"{n}_{kinds[n]}") for n in names]
@@ -171,7 +176,8 @@ class FrameStream:
 
         local = stages.unary(
             self.stream, lambda: Accumulate(f"{op}.combine", 1, False, combine_local,
-                                            [columns], keys, routes), name=f"{op}.combine")
+                                            [columns], keys, routes, streaming=True),
+            name=f"{op}.combine")
         inherit(op, [self.stream], local)
         merged = stages.unary(local, lambda: Accumulate(op, 1, True, combine_final),
                               partition_by=_route, name=op)
