@@ -40,6 +40,7 @@ from tests.benchmarks.report import table, update_section
 
 ITERATIONS = 10
 SCALE = 16
+PIECES = 64                # 64 KB pieces of text per table in the word count
 
 
 def _median(fn: Callable[[], float], repeat: int) -> Tuple[float, List[float]]:
@@ -130,7 +131,7 @@ def bench_pagerank(repeat: int = 3) -> None:
 
 
 # ---- word count --------------------------------------------------------------------------------
-def _text_array(data: bytes, size: int = 1 << 20) -> pa.Array:
+def _text_array(data: bytes, size: int = 1 << 16) -> pa.Array:
     """The bytes ``data`` as an Arrow string array of pieces of about ``size`` bytes cut at line
     ends, built on the bytes themselves (no Python string per piece); pieces that are not
     valid UTF-8 are decoded with replacement characters, as ``bytes.decode(errors="replace")``."""
@@ -170,8 +171,8 @@ def _wordcount_program(path: str):
             "word", n=("word", "count")).collect()
         comp.activate()
         p, n = comp.process_index, comp.processes
-        inp.on_next([pa.table({"text": text.slice(i, 4)})
-                     for i in range(p * 4, len(text), 4 * n)])
+        inp.on_next([pa.table({"text": text.slice(i, PIECES)})
+                     for i in range(p * PIECES, len(text), PIECES * n)])
         inp.on_completed()
         comp.join()
         seconds = time.perf_counter() - t0
@@ -209,8 +210,9 @@ def bench_wordcount(repeat: int = 3) -> None:
     body = table(["implementation", "processes x workers", "seconds", "speed", "runs"], rows)
     body += (f"\n\n50 MB of the standard library's .py sources (bench_wordcount's file), one "
              f"epoch, medians of {repeat}. The frames program reads the file into an Arrow "
-             "string array of 1 MB pieces cut at line ends (built on the bytes read, without a "
-             "Python string per piece), 4 pieces per table, splits pure-ASCII pieces with "
+             "string array of 64 KB pieces cut at line ends (built on the bytes read, without a "
+             "Python string per piece; small pieces are more often pure ASCII), 64 pieces per "
+             "table, splits pure-ASCII pieces with "
              "ascii_split_whitespace and the others with utf8_split_whitespace (what str.split "
              "does), and counts with group_by; its time runs from the program's start to join. "
              "With 2 workers the kernels of the two worker threads run in parallel (Arrow "
