@@ -213,3 +213,29 @@ def test_tables_stay_the_same_objects_on_the_local_path():
         return sum(t.num_rows for ts in got.results.values() for t in ts)
     assert naiad.execute(program, workers=2) == [8000]
     assert len(seen["got"]) == 8 and set(seen["got"]) == seen["sent"]
+
+
+@pytest.mark.parametrize("rows,spread", [(1, 1), (50, 10), (5000, 3000), (300, 10**9)])
+def test_dense_group_by_matches_pandas_or_declines(rows, spread):
+    """group_by over one integer key: the bincount path (dense keys) or Arrow's (sparse keys,
+    nulls, min/max) gives what pandas gives, through the dataflow at 1 and 3 workers."""
+    from linq.frames.dense import dense_group_by
+    rng = np.random.default_rng(rows)
+    keys = rng.integers(-spread // 2, spread // 2 + 1, rows)
+    t = pa.table({"k": pa.array(keys, pa.int32()), "x": rng.random(rows),
+                  "i": rng.integers(-1000, 1000, rows)})
+    direct = dense_group_by(t, ["k"], [("x", "sum"), ("i", "sum"), ("x", "count")])
+    assert (direct is None) == (spread > 4 * rows + 1024)
+    df = t.to_pandas()
+    want = df.groupby("k").agg(sx=("x", "sum"), si=("i", "sum"), n=("x", "count"),
+                               hi=("x", "max")).reset_index()
+    for workers in (1, 3):
+        for aggs in ({"sx": ("x", "sum"), "si": ("i", "sum"), "n": ("x", "count")},  # dense
+                     {"hi": ("x", "max"), "n": ("x", "count")}):                      # Arrow's
+            got = _run(lambda comp, f: f.group_by("k", **aggs), [t], workers=workers)
+            got = got.sort_values("k").reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, want[["k", *aggs]], check_dtype=False,
+                                          rtol=1e-12)
+            assert got["n"].dtype == np.int64
+    with_null = pa.table({"k": pa.array([1, None, 1], pa.int64()), "x": [1.0, 2.0, 3.0]})
+    assert dense_group_by(with_null, ["k"], [("x", "sum")]) is None     # nulls: Arrow's path
