@@ -239,3 +239,13 @@ def test_dense_group_by_matches_pandas_or_declines(rows, spread):
             assert got["n"].dtype == np.int64
     with_null = pa.table({"k": pa.array([1, None, 1], pa.int64()), "x": [1.0, 2.0, 3.0]})
     assert dense_group_by(with_null, ["k"], [("x", "sum")]) is None     # nulls: Arrow's path
+
+
+def test_pagerank_on_the_real_graph():
+    """The Debian package graph (the standard library's import graph without apt-cache)."""
+    from samples.debian import real_graph
+    from samples.frames_pagerank import numbered
+    labelled, _ = real_graph()
+    edges, labels = numbered(labelled)
+    got = run_frames_pagerank(edges, len(labels), iterations=10, processes=2, workers=1)
+    np.testing.assert_allclose(got, power_iteration(edges, len(labels), 10), rtol=0, atol=1e-12)
