@@ -249,3 +249,35 @@ def test_pagerank_on_the_real_graph():
     edges, labels = numbered(labelled)
     got = run_frames_pagerank(edges, len(labels), iterations=10, processes=2, workers=1)
     np.testing.assert_allclose(got, power_iteration(edges, len(labels), 10), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 2), (2, 2)])
+def test_each_epoch_iterates_with_its_own_entered_side(processes, workers):
+    """Epochs with different static sides: each keeps its own index, none leaks into another."""
+    epochs = [_scaling(200, 20, seed=e) for e in range(3)]
+
+    def program(comp):
+        xs, ws = comp.new_input(), comp.new_input()
+
+        def body(loop, s):
+            return s.join(loop.enter(frames.of(ws.stream)), on="k").map_batches(
+                lambda t: pa.table({"k": t["k"], "v": pc.multiply(t["v"], t["f"])}))
+        got = frames.of(xs.stream).iterate(body, 3).collect()
+        comp.activate()
+        p, n = comp.process_index, comp.processes
+        for x, w in epochs:
+            xs.on_next([x.slice(p * 100, 100)] if n == 2 else [x])
+            ws.on_next([w] if p == 0 else [])
+        xs.on_completed()
+        ws.on_completed()
+        comp.join(timeout=60)
+        return {e: pa.concat_tables(ts).to_pandas() for e, ts in got.results.items() if ts}
+    parts = naiad.execute(program, processes=processes, workers=workers)
+    for e, (x, w) in enumerate(epochs):
+        got = pd.concat([part[e] for part in parts if e in part]).sort_values(["k", "v"])
+        df, factors = x.to_pandas(), w.to_pandas()
+        for _ in range(3):
+            df = df.merge(factors, on="k").assign(v=lambda d: d.v * d.f)[["k", "v"]]
+        pd.testing.assert_frame_equal(got.reset_index(drop=True),
+                                      df.sort_values(["k", "v"]).reset_index(drop=True),
+                                      rtol=1e-12)
