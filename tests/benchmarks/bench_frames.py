@@ -127,7 +127,7 @@ def bench_pagerank(repeat: int = 3) -> None:
              f"{repeat}, CSR matrix construction included. Dicts: one run, adjacency prepared "
              "beforehand. Goals: within 5x of scipy, at least 10x faster than the dict loop.")
     update_section("frames-pagerank", "Frames: PageRank vs scipy.sparse and the dict loop",
-                   "python -m tests.benchmarks.bench_frames pagerank", body)
+                   "python -m tests.benchmarks frames", body)
 
 
 # ---- word count --------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def bench_wordcount(repeat: int = 3) -> None:
              "releases the GIL). Counts equal the Counter's: "
              f"{'yes' if same else 'NO'}. Goal: at least 2x Counter.")
     update_section("frames-wordcount", "Frames: word count over 50 MB vs collections.Counter",
-                   "python -m tests.benchmarks.bench_frames wordcount", body)
+                   "python -m tests.benchmarks frames", body)
 
 
 # ---- tables on the wire ------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def bench_wire(repeat: int = 5) -> None:
              "pickled tuples against the table through naiad.transport.wire (Arrow IPC in an "
              "out-of-band pickle buffer, sent as its own ZeroMQ frame; decoding points into it).")
     update_section("frames-wire", "Frames: tables on the wire vs pickled tuples",
-                   "python -m tests.benchmarks.bench_frames wire", body)
+                   "python -m tests.benchmarks frames", body)
 
 
 def main(argv: Sequence[str] = ()) -> None:
