@@ -232,6 +232,7 @@ SMALL: Dict[str, List[str]] = {
     "mapreduce": ["--files", "20", "--per-epoch", "10"],
     "wordcount": ["--files", "20", "-n", "2"],
     "frames_wordcount": ["--files", "20", "-n", "2", "--per-epoch", "7"],
+    "frames_pagerank": ["--rmat", "8", "-n", "2"],
     "wordcount_vertex": ["--files", "20", "-t", "2"],
     "collatz": ["--limit", "100"],
     "dd_bfs": ["--nodes", "300", "--edges", "600", "--epochs", "3"],

@@ -41,7 +41,8 @@ EXPORTS = {
     dd: {"new_input", "InputCollection", "Collection", "Collected", "Loop", "iterate"},
     naiad.spark: {
         "execute", "local_session", "source", "to_dataframe", "task_slots", "check_java",
-        "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "SparkUnavailable",
+        "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "PartitionTables",
+        "SparkUnavailable",
         "StageFailed",
     },
     naiad.testing: {"run", "run_unary", "shard", "free_ports", "CONFIGURATIONS", "Cluster"},

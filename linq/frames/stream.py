@@ -26,7 +26,12 @@ import pyarrow.compute as pc
 import stages
 from naiad.graph import Stream
 from naiad.partition import route_keys
+from linq.frames.dense import dense_group_by
+from linq.frames.held import HeldJoin
+from linq.frames.loop import iterate as _iterate
 from linq.frames.vertices import Accumulate, FrameError, MapTables, Split
+from linq.invariant import held, inherit
+from naiad.errors import GraphError
 
 __all__ = ["FrameStream", "of", "AGGREGATIONS"]
 
@@ -65,11 +70,13 @@ class FrameStream:
         return self.stream.graph.computation.workers
 
     def _map(self, op: str, fn: Callable, rows: bool = False) -> Stream:
-        return stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
+        out = stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
+        return inherit(op, [self.stream], out)
 
     def _split(self, op: str, keys: List[str]) -> Stream:
         routes = route_keys(self._workers)
-        return stages.unary(self.stream, lambda: Split(op, keys, routes), name=f"{op}.split")
+        out = stages.unary(self.stream, lambda: Split(op, keys, routes), name=f"{op}.split")
+        return inherit(op, [self.stream], out)
 
     # -- stateless ---------------------------------------------------------------------------------
     def map_batches(self, fn: Callable[[pa.Table], pa.Table]) -> "FrameStream":
@@ -94,7 +101,9 @@ class FrameStream:
 
     def concat(self, *others: "FrameStream") -> "FrameStream":
         """The tables of this stream and of ``others``, each at its own time."""
-        return FrameStream(self.stream.concat(*(of(o).stream for o in others)))
+        out = self.stream.concat(*(of(o).stream for o in others))
+        held(out)                   # refuses to mix loop-invariant and varying tables
+        return FrameStream(out)
 
     def to_records(self) -> Stream:
         """A Stream of row tuples (in column order), for the record operators of ``linq``."""
@@ -107,8 +116,9 @@ class FrameStream:
         """Rows with equal values in the ``key`` columns meet on one worker."""
         keys = _keys(key)
         tagged = self._split(f"exchange({', '.join(keys)})", keys)
-        return FrameStream(stages.unary(tagged, _Untag, partition_by=_route,
-                                        name=f"exchange({', '.join(keys)})"))
+        op = f"exchange({', '.join(keys)})"
+        out = stages.unary(tagged, _Untag, partition_by=_route, name=op)
+        return FrameStream(inherit(op, [tagged], out))
 
     # -- per-time combinations ---------------------------------------------------------------------
     def group_by(self, keys: Keys, **aggs: Tuple[str, str]) -> "FrameStream":
@@ -141,16 +151,20 @@ class FrameStream:
 
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
-            got = table.group_by(keys, use_threads=False).aggregate(
-                [(c, k) for c, k, _ in partial])
+            specs = [(c, k) for c, k, _ in partial]
+            got = dense_group_by(table, keys, specs)
+            if got is None:
+                got = table.group_by(keys, use_threads=False).aggregate(specs)
             return pa.table({**{k: got.column(k) for k in keys},
                              **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
 
         def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
-            got = table.group_by(keys, use_threads=False).aggregate(
-                [(p, kinds[p]) for _, _, p in partial])
+            specs = [(p, kinds[p]) for _, _, p in partial]
+            got = dense_group_by(table, keys, specs)
+            if got is None:
+                got = table.group_by(keys, use_threads=False).aggregate(specs)
             out = {k: got.column(k) for k in keys}
             for name, how, names in final:
                 cols = [got.column(f"{n}_{kinds[n]}") for n in names]
@@ -162,10 +176,12 @@ class FrameStream:
 
         local = stages.unary(
             self.stream, lambda: Accumulate(f"{op}.combine", 1, False, combine_local,
-                                            [columns], keys, routes), name=f"{op}.combine")
+                                            [columns], keys, routes, streaming=True),
+            name=f"{op}.combine")
+        inherit(op, [self.stream], local)
         merged = stages.unary(local, lambda: Accumulate(op, 1, True, combine_final),
                               partition_by=_route, name=op)
-        return FrameStream(merged)
+        return FrameStream(inherit(op, [local], merged))
 
     def join(self, other: "FrameStream", on: Keys, right_on: Optional[Keys] = None,
              how: str = "inner") -> "FrameStream":
@@ -184,6 +200,10 @@ class FrameStream:
         left = self._split(f"{op}.left", left_keys)
         right = other._split(f"{op}.right", right_keys)
         kind = _JOINS[how]
+        marks = [held(left), held(right)]
+        if (marks[0] is None) != (marks[1] is None):
+            return FrameStream(self._held_join(op, left, right, marks, [left_keys, right_keys],
+                                               how))
 
         def combine(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             a, b = tables
@@ -197,7 +217,33 @@ class FrameStream:
         out = stages.binary(left, right,
                             lambda: Accumulate(op, 2, True, combine, [left_keys, right_keys]),
                             partition_by_left=_route, partition_by_right=_route, name=op)
-        return FrameStream(out)
+        return FrameStream(inherit(op, [left, right], out))
+
+    def _held_join(self, op: str, left: Stream, right: Stream, marks: list,
+                   keys: List[List[str]], how: str) -> Stream:
+        held_edge = 0 if marks[0] is not None else 1
+        scope, last = marks[held_edge]
+        if scope is not left.scope:
+            msg = (f"{op}: the loop-invariant input belongs to loop {scope.path()}, but the "
+                   f"join runs in {left.scope.path()}; enter the stream in the loop that uses it")
+            raise GraphError(msg)
+        st = stages.new_stage(lambda: HeldJoin(op, held_edge, last, keys, how), name=op)
+        st.new_input(left, _route)
+        st.new_input(right, _route)
+        return st.new_output()
+
+    # -- loops -------------------------------------------------------------------------------------
+    def iterate(self, body: Callable, iterations: int, *, name: Optional[str] = None
+                ) -> "FrameStream":
+        """``body`` applied ``iterations`` times; the result is the body's output at the last.
+
+        ``body(f)`` or ``body(loop, f)`` gets the iterated tables as a FrameStream and returns
+        the next iteration's; ``loop.enter(other)`` brings a frame stream in as a
+        loop-invariant input, present at every iteration and shipped once
+        (:mod:`linq.frames.loop`).  Iterated tables stay on their worker between iterations.
+        """
+        return FrameStream(_iterate(self, body, iterations, FrameStream,
+                                    name or "frames.iterate"))
 
     # -- outputs -----------------------------------------------------------------------------------
     def collect(self):

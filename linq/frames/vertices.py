@@ -56,7 +56,12 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> 
         return [(routes[0], table)] if table.num_rows else []
     dest = (row_hash(table, keys) % np.uint64(workers)).astype(np.int64)
     counts = np.bincount(dest, minlength=workers)
-    ordered = table.take(np.argsort(dest, kind="stable"))
+    whole = np.flatnonzero(counts == table.num_rows)
+    if len(whole):                     # one destination (already partitioned): no copy
+        return [(routes[int(whole[0])], table)]
+    # A stable sort of small integers is a radix sort in numpy: linear in the rows.
+    ordered = table.take(np.argsort(dest.astype(np.uint16 if workers < 1 << 16 else np.int64),
+                                    kind="stable"))
     out, start = [], 0
     for d, n in enumerate(counts.tolist()):
         if n:
@@ -128,36 +133,48 @@ class Split(_Checked):
 
 class Accumulate(_Checked):
     """Gathers a time's tables per input; at the notification ``combine(tables per input)``
-    gives one table, sent whole or split by ``split_keys`` for a following exchange."""
+    gives one table, sent whole or split by ``split_keys`` for a following exchange.  A
+    ``streaming`` pre-combine (group_by's local step) inside a loop combines each delivery at
+    once instead, so an iteration waits for one notification less."""
 
     def __init__(self, op: str, inputs: int, tagged: bool,
                  combine: Callable[[List[Optional[pa.Table]]], Optional[pa.Table]],
                  columns: Sequence[Sequence[str]] = (),
                  split_keys: Optional[Sequence[str]] = None,
-                 routes: Sequence[int] = ()) -> None:
+                 routes: Sequence[int] = (), streaming: bool = False) -> None:
         super().__init__(op)
         self.inputs, self.tagged, self.combine = inputs, tagged, combine
+        self.streaming = streaming      # a pre-combine: in a loop, combine batches as they come
         self.columns = [list(c) for c in columns] or [[] for _ in range(inputs)]
         self.split_keys, self.routes = split_keys, list(routes)
         self.pending: Dict[naiad.Timestamp, List[List[pa.Table]]] = {}
         self.checked: set = set()
 
     def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
-        lists = self.pending.get(time)
-        if lists is None:
-            lists = self.pending[time] = [[] for _ in range(self.inputs)]
-            self.notify_at(time)
+        tables = []
         for message in messages:
             table = self._check(edge, message[1] if self.tagged else message)
             if edge not in self.checked:
                 require_columns(self.op, table, self.columns[edge])
                 self.checked.add(edge)
-            lists[edge].append(table)
+            tables.append(table)
+        if self.streaming and time.counters:
+            # A local pre-combine inside a loop combines what arrived and sends it on at once:
+            # the final combine after the exchange makes the result exact, and the iteration
+            # does not wait for one more round of progress.
+            self._send(self.combine([pa.concat_tables(tables)]), time)
+            return
+        lists = self.pending.get(time)
+        if lists is None:
+            lists = self.pending[time] = [[] for _ in range(self.inputs)]
+            self.notify_at(time)
+        lists[edge].extend(tables)
 
     def on_notify(self, time: naiad.Timestamp) -> None:
         lists = self.pending.pop(time)
-        tables = [pa.concat_tables(ts) if ts else None for ts in lists]
-        result = self.combine(tables)
+        self._send(self.combine([pa.concat_tables(ts) if ts else None for ts in lists]), time)
+
+    def _send(self, result: Optional[pa.Table], time: naiad.Timestamp) -> None:
         if result is None or result.num_rows == 0:
             return
         if self.split_keys is None:

@@ -26,6 +26,7 @@ from naiad.spark.session import SparkUnavailable, check_java, local_session, tas
 from naiad.spark.io import (EpochSpec, PartitionRows, SparkSource, check_columns, source,
                             to_dataframe)
 from naiad.spark.barrier import StageFailed, execute
+from naiad.spark.frames import PartitionTables
 
 __all__ = [
     "execute",
@@ -33,6 +34,7 @@ __all__ = [
     "to_dataframe",
     "local_session",
     "PartitionRows",
+    "PartitionTables",
     "SparkSource",
     "EpochSpec",
     "StageFailed",

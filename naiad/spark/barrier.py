@@ -7,7 +7,9 @@ The driver plans the stage and generates the shared secret; each task
    computation's rendezvous) and connects with CURVE authentication keyed by the secret,
 3. runs ``program(comp, rows)`` over the rows of its own partition — Arrow batches straight from
    Spark for a DataFrame (``mapInArrow(..., barrier=True)``), the records for an RDD — and
-4. returns the program's rows to Spark in pickled chunks.
+4. returns the program's rows to Spark in pickled chunks; with ``frames=True`` the program gets
+   the partition as ``pa.Table`` s and returns tables, which go back to Spark as Arrow batches
+   of the result schema (:mod:`naiad.spark.frames`).
 
 The stage's output passes one shuffle, which ends the barrier stage (Spark refuses ``take()``
 and ``show()`` on barrier RDDs) and keeps the results on the executors: later actions on the
@@ -33,6 +35,7 @@ from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
                             unpack_results)
+from naiad.spark.frames import PartitionTables, result_batches
 from naiad.spark.session import quiet_warnings, task_slots
 
 __all__ = ["execute", "StageFailed", "BarrierTask", "listen_host"]
@@ -113,6 +116,7 @@ class BarrierTask:
         self.secret = secret
         self.columns = columns
         self.epochs = epochs
+        self.schema: Any = None        # the result StructType, with frames=True
 
     def from_arrow(self, batches):
         """``mapInArrow`` function: Arrow batches in, one-column batches of pickled rows out."""
@@ -123,12 +127,20 @@ class BarrierTask:
             yield pa.RecordBatch.from_arrays([pa.array([payload], type=pa.binary())],
                                              names=["payload"])
 
+    def from_tables(self, batches):
+        """``mapInArrow`` function with ``frames=True``: tables in, the program's tables out as
+        Arrow batches of the result schema (``self.schema``, a Spark StructType)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+        target = to_arrow_schema(self.schema)
+        return iter(self._run(lambda pid: PartitionTables(batches, self.columns or [], pid),
+                              lambda result, pid: list(result_batches(result, target))))
+
     def from_records(self, records):
         """``mapPartitions`` function for RDDs: records in, pickled chunks of rows out."""
         return iter(self._run(lambda pid: PartitionRows(columns=None, records=records,
                                                         epochs=self.epochs, process_index=pid)))
 
-    def _run(self, make_rows) -> List[bytes]:
+    def _run(self, make_rows, finish=pack_results) -> list:
         from pyspark import BarrierTaskContext
         _import_linq()
         ctx = BarrierTaskContext.get()
@@ -146,7 +158,7 @@ class BarrierTask:
             rows = make_rows(pid)
             program = self.program
             result = run_program(lambda c: program(c, rows), comp)
-            return pack_results(result, pid)
+            return finish(result, pid)
         except BaseException as exc:  # noqa: BLE001 - becomes the Spark task's error
             if comp is not None and comp.failure_origin is not None:
                 time.sleep(1.0)   # let the process where it started fail the stage first
@@ -173,6 +185,26 @@ def _session_of(data):
     return SparkSession.getActiveSession() or SparkSession(data.context)
 
 
+def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
+    """The frames=True stage: mapInArrow both ways, then one shuffle, materialised once on the
+    executors (a local checkpoint), so later actions do not run the computation again."""
+    if schema is None:
+        struct = data.schema
+    elif isinstance(schema, str):
+        struct = spark.createDataFrame([], schema).schema
+    else:
+        struct = schema
+    task.schema = struct
+    out = data.mapInArrow(task.from_tables, struct, barrier=True).repartition(processes)
+    try:
+        return out.localCheckpoint(eager=True)
+    except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
+        found = _FOUND.search(str(exc))
+        if found is None:
+            raise
+        raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
+
+
 def _check_options(options: dict) -> dict:
     check_options(options)   # unknown names raise, listing the known ones
     for name, why in _NOT_HERE.items():
@@ -184,7 +216,7 @@ def _check_options(options: dict) -> dict:
 
 def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
             schema: Any = None, epoch_column: Optional[Union[str, int]] = None,
-            workers: int = 1, **options: Any):
+            workers: int = 1, frames: bool = False, **options: Any):
     """Run ``program(comp, rows)`` as one Spark barrier stage over ``data``'s partitions.
 
     Each of the ``processes`` tasks (default: the number of partitions; the data is repartitioned
@@ -195,6 +227,10 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     to a fresh random one per call).  Returns a DataFrame of the rows the programs return, with
     ``schema`` (DDL string, StructType or column names) or an inferred one.  Raises
     :class:`StageFailed` with the computation's error (stage, vertex, time) if a task fails.
+
+    ``frames=True`` (DataFrames only): the program gets its partition as ``pa.Table`` s (a
+    :class:`~naiad.spark.frames.PartitionTables`) and returns ``pa.Table`` s; the result
+    DataFrame, of ``schema`` (default: the input's), is built from Arrow without Python rows.
     """
     quiet_warnings()
     if not (is_dataframe(data) or is_rdd(data)):
@@ -208,6 +244,14 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     options = _check_options(options)
     spark = _session_of(data)
     frame = is_dataframe(data)
+    if frames and not frame:
+        msg = ("naiad.spark.execute(frames=True) needs a DataFrame (its partitions come as Arrow "
+               f"batches); got {type(data).__name__}: use spark.createDataFrame(rdd, schema)")
+        raise TypeError(msg)
+    if frames and epoch_column is not None:
+        msg = ("naiad.spark.execute(frames=True) does not take epoch_column=: the program gets "
+               "whole tables; split them into epochs itself (e.g. with table.filter)")
+        raise TypeError(msg)
     partitions = data.rdd.getNumPartitions() if frame else data.getNumPartitions()
     if processes is None:
         processes = max(1, partitions)
@@ -228,6 +272,12 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     options, watching = watch(options, secret, in_process=False)
     task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
                        epochs)
+    if frames:
+        try:
+            return _run_frames(spark, data, task, schema, processes)
+        finally:
+            if watching is not None:
+                watching.stop()
     if frame:
         payloads = data.mapInArrow(task.from_arrow, "payload binary", barrier=True).rdd.map(_payload)
     else:

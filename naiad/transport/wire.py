@@ -1,17 +1,70 @@
-"""What crosses the wire besides batches: failures relayed between processes, and the error for
-records that cannot be pickled (named by stage, connector and time)."""
+"""How a step's items cross the wire (:func:`encode`, :func:`decode`), failures relayed between
+processes, and the error for records that cannot be pickled (named by stage, connector and
+time).
+
+Items are pickled with protocol 5; buffers of 64 KiB or more (numpy arrays, Arrow tables) leave
+the pickle out of band and travel as ZeroMQ frames of their own, sent and received without a
+copy.  When pyarrow is loaded, tables travel in the Arrow IPC format
+(:mod:`naiad.transport.arrowcodec`).
+
+>>> import pyarrow as pa
+>>> payload, buffers = encode([("D", 0, (0, ()), [pa.table({"x": list(range(10000))})])])
+>>> len(buffers)
+1
+>>> decode(payload, buffers)[0][3][0]["x"][9999].as_py()
+9999
+"""
 
 from __future__ import annotations
 
+import copyreg
+import importlib
+import io
 import pickle
-from typing import Any
+import sys
+from typing import Any, List, Sequence, Tuple
 
 import cloudpickle
 
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
 
-__all__ = ["explain_pickling", "dump_failure", "load_failure"]
+__all__ = ["encode", "decode", "explain_pickling", "dump_failure", "load_failure"]
+
+OUT_OF_BAND = 1 << 16        # bytes: smaller buffers stay inside the pickle
+_dispatch: dict = {}
+
+
+def _dispatch_table() -> dict:
+    """copyreg's table, plus the Arrow reductions once pyarrow is loaded in this process (no
+    table can exist before; the codec module, which needs pyarrow, is imported only then)."""
+    if not _dispatch and "pyarrow" in sys.modules:
+        codec = importlib.import_module("naiad.transport.arrowcodec")
+        _dispatch.update(copyreg.dispatch_table)
+        _dispatch.update(codec.DISPATCH)
+    return _dispatch or copyreg.dispatch_table
+
+
+def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
+    """``(payload, buffers)``: ``items`` pickled, with its large buffers out of band."""
+    buffers: List[pickle.PickleBuffer] = []
+
+    def keep_large(buf: pickle.PickleBuffer) -> bool:
+        if buf.raw().nbytes < OUT_OF_BAND:
+            return True           # in band
+        buffers.append(buf)
+        return False
+
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5, buffer_callback=keep_large)
+    pickler.dispatch_table = _dispatch_table()
+    pickler.dump(items)
+    return out.getvalue(), buffers
+
+
+def decode(payload: Any, buffers: Sequence[Any] = ()) -> Any:
+    """The items :func:`encode` made ``(payload, buffers)`` of."""
+    return pickle.loads(payload, buffers=buffers)
 
 
 def explain_pickling(graph: Any, src: int, items: list, process: int) -> None:

@@ -28,6 +28,7 @@ from naiad.errors import ComputationFailed, NaiadError
 from naiad.messages import DATA, PROGRESS, STOP
 from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
+from naiad.transport.wire import decode, encode
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
 
@@ -232,7 +233,7 @@ class ZmqFabric:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
-            got.extend(pickle.loads(frames[1].buffer))
+            got.extend(decode(frames[1].buffer, [f.buffer for f in frames[2:]]))
         return got
 
     def wait(self, local_index: int, timeout: float):
@@ -252,8 +253,9 @@ class ZmqFabric:
 
     def _send_items(self, src: int, dst: int, items: list) -> None:
         try:
-            payload = pickle.dumps(items, protocol=5)
+            payload, buffers = encode(items)   # large buffers (Arrow tables) out of band
         except Exception:
+            buffers = []
             # Records of a class defined in the program's __main__ (or lambdas, closures) are
             # pickled by value instead; the receiver's pickle.loads reads that too.
             try:
@@ -265,9 +267,12 @@ class ZmqFabric:
         sock = socks.get(dst)
         if sock is None:
             socks[dst] = sock = connect_push(self.ctx, self.keys, self.worker_endpoints[dst])
-        sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
+        if buffers:
+            sock.send_multipart([BATCH, payload, *buffers], copy=False)
+        else:
+            sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
         self.messages_sent += 1
-        self.bytes_sent += len(payload)
+        self.bytes_sent += len(payload) + sum(b.raw().nbytes for b in buffers)
 
     # ---- stopping -------------------------------------------------------------------------------
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:

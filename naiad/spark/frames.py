@@ -1,0 +1,81 @@
+"""``naiad.spark.execute(df, program, frames=True)``: Arrow tables in, Arrow tables out.
+
+With ``frames=True`` each task's program receives its partition as :class:`PartitionTables`,
+an iterator of ``pyarrow.Table`` (one per Arrow record batch that ``mapInArrow`` hands over,
+so nothing becomes a Python row), and returns a ``pa.Table``, a ``pa.RecordBatch`` or a list
+of them.  :func:`result_batches` selects the result schema's columns by name and casts them,
+and the batches go back to Spark through the same ``mapInArrow``: the result DataFrame is
+built from Arrow, without Python rows.  The schema defaults to the input DataFrame's.
+
+>>> import pyarrow as pa
+>>> target = pa.schema([("node", pa.int64()), ("rank", pa.float64())])
+>>> out = list(result_batches([pa.table({"rank": [0.5], "node": pa.array([3], pa.int32())})], target))
+>>> out[0].schema == target, out[0].to_pydict()
+(True, {'node': [3], 'rank': [0.5]})
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, List
+
+import pyarrow as pa
+
+from naiad.errors import NaiadError
+
+__all__ = ["PartitionTables", "result_batches"]
+
+
+class PartitionTables:
+    """The Arrow batches of this process's partition, as ``pa.Table`` s; read them once."""
+
+    def __init__(self, batches: Iterable[pa.RecordBatch], columns: List[str],
+                 process_index: int):
+        self.columns = columns
+        self.process_index = process_index
+        self._batches = batches
+        self._used = False
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        if self._used:
+            msg = (f"process {self.process_index}: the partition's tables were already read; "
+                   "they stream from Spark once, so keep them (list(tables)) to read them again")
+            raise NaiadError(msg)
+        self._used = True
+        return (pa.Table.from_batches([b]) for b in self._batches if b.num_rows)
+
+    def table(self) -> pa.Table:
+        """All of the partition's batches as one table (no copy: one chunk per batch)."""
+        tables = list(self)
+        return pa.concat_tables(tables) if tables else pa.table(
+            {c: pa.array([], pa.null()) for c in self.columns})
+
+    def __repr__(self) -> str:
+        return f"PartitionTables(process {self.process_index}, columns={self.columns})"
+
+
+def result_batches(result: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The record batches of the program's ``result`` (a table, a batch, a list of them, or
+    None), with the columns of ``schema`` in its order and types."""
+    if result is None:
+        return
+    items = result if isinstance(result, (list, tuple)) else [result]
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            item = pa.Table.from_batches([item])
+        if not isinstance(item, pa.Table):
+            msg = (f"with frames=True the program must return a pyarrow.Table, a RecordBatch or "
+                   f"a list of them; got {type(item).__name__}")
+            raise TypeError(msg)
+        missing = [f.name for f in schema if f.name not in item.column_names]
+        if missing:
+            msg = (f"the program returned a table without the column {missing[0]!r} of the "
+                   f"result schema ({', '.join(f'{f.name} {f.type}' for f in schema)}); its "
+                   f"columns are {item.column_names}")
+            raise ValueError(msg)
+        try:
+            table = item.select(schema.names).cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as exc:
+            msg = (f"the program's table {item.schema} does not cast to the result schema "
+                   f"{schema}: {exc}")
+            raise TypeError(msg) from exc
+        yield from table.to_batches()
