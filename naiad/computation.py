@@ -118,7 +118,15 @@ class Computation:
         self.graph.prune()
         reach = self.graph.compile()
         self.graph.frozen = True
-        self._prepare_recovery()
+        try:
+            self._prepare_recovery()
+        except BaseException:
+            # A checkpoint directory that cannot be resumed (another dataflow, another layout,
+            # damage): release its lock, or a retry in this process would find it held.
+            self._state = "stopped"
+            if self.store is not None:
+                self.store.close()
+            raise
         bound = self.options["max_epochs_in_flight"]
         if bound is not None:
             # One place per worker, and one per subscriber thread: epochs fed and not yet

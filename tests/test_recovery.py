@@ -785,3 +785,7 @@ def test_a_different_program_in_the_same_directory_is_refused(tmp_path):
 
     with pytest.raises(naiad.NaiadError, match="different dataflow"):
         naiad.execute(other, checkpoint_dir=ckpt, max_restarts=0)
+    # A configuration error: refused at once, never retried (a retry used to fail on the
+    # directory's lock instead, hiding the cause).
+    with pytest.raises(naiad.CheckpointLayoutError, match="different dataflow"):
+        naiad.execute(other, checkpoint_dir=ckpt)

@@ -117,7 +117,8 @@ def _parse_mark(line: str) -> Optional[int]:
 
 
 class CheckpointLayoutError(NaiadError):
-    """A checkpoint was taken with another number of processes or workers than this run's."""
+    """A checkpoint was taken by another dataflow, or with another number of processes or
+    workers than this run's: a restart cannot cure it, so it is never retried."""
 
 
 class CheckpointStore:
@@ -275,7 +276,7 @@ class CheckpointStore:
             msg = (f"checkpoint directory {self.root} holds checkpoints of a different dataflow "
                    f"(fingerprint {manifest.get('fingerprint')} != {fingerprint}); use a fresh "
                    "directory for a different program")
-            raise NaiadError(msg)
+            raise CheckpointLayoutError(msg)
         layout = (manifest.get("processes"), manifest.get("workers"))
         if layout != (self.processes, self.workers):
             msg = (f"checkpoint {base} was taken with {layout[0]} process(es) x {layout[1]} "
