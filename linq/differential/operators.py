@@ -134,6 +134,32 @@ class JoinVertex(_Arranged):
         return list(self.sides)
 
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        if self.sides[1 - edge].all_at_or_before(time):
+            self._join_now(edge, batch, time)       # every pair at ``time``: one comprehension
+        else:
+            self._join_later(edge, batch, time)
+        try:
+            self.sides[edge].add_batch(batch, time)
+        except TypeError as exc:
+            self._unhashable(exc, batch)
+
+    def _join_now(self, edge: int, batch: list, time: Timestamp) -> None:
+        other = self.sides[1 - edge].index
+        f = self.result
+        try:
+            if edge == 0:
+                out = [(f(v, v2), d * d2) for k, v, d in batch if (ups := other.get(k))
+                       for v2, _, d2 in ups]
+            else:
+                out = [(f(v2, v), d * d2) for k, v, d in batch if (ups := other.get(k))
+                       for v2, _, d2 in ups]
+        except Exception:
+            self._join_later(edge, batch, time)     # replays it to name the failing pair
+            raise AssertionError("unreachable: the replay raises")  # pragma: no cover
+        if out:
+            self.send_batch_by(0, out, time)
+
+    def _join_later(self, edge: int, batch: list, time: Timestamp) -> None:
         other = self.sides[1 - edge].index
         result = self.result
         now: list = []                            # pairs at ``time`` itself: the common case
@@ -164,10 +190,6 @@ class JoinVertex(_Arranged):
             self._failed(exc, edge, v, v2)
         except Exception as exc:
             self._failed(exc, edge, v, v2)
-        try:
-            self.sides[edge].add_batch(batch, time)
-        except TypeError as exc:
-            self._unhashable(exc, batch)
         if now:
             self.send_batch_by(0, now, time)
         for t, lst in later.items():

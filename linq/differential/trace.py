@@ -39,7 +39,7 @@ Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
 class Trace:
     """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
 
-    __slots__ = ("index", "dirty", "since", "cache")
+    __slots__ = ("index", "dirty", "since", "cache", "times")
 
     def __init__(self) -> None:
         self.index: Dict[Hashable, List[Update]] = {}
@@ -47,6 +47,9 @@ class Trace:
         self.since: Optional[List[Timestamp]] = None     # the frontier last compacted to
         # key -> (time, collection at time, updates read, updates read but not <= time)
         self.cache: Dict[Hashable, Tuple[Timestamp, Dict[Any, int], int, List[Update]]] = {}
+        # Every time an update may carry (a superset: compaction adds the advanced times and
+        # keeps the old ones), so that "all updates are at or before t" is cheap to rule on.
+        self.times: Set[Timestamp] = set()
 
     def __getstate__(self) -> dict:
         return {"index": self.index, "dirty": self.dirty, "since": self.since}
@@ -56,6 +59,7 @@ class Trace:
         self.dirty = state["dirty"]
         self.since = state["since"]
         self.cache = {}
+        self.times = {t for lst in self.index.values() for _, t, _ in lst}
 
     def __len__(self) -> int:
         """The number of keys with updates."""
@@ -71,6 +75,7 @@ class Trace:
 
     def add(self, key: Hashable, value: Any, time: Timestamp, diff: int) -> None:
         """Append one update."""
+        self.times.add(time)
         lst = self.index.get(key)
         if lst is None:
             self.index[key] = [(value, time, diff)]
@@ -89,6 +94,7 @@ class Trace:
         index = self.index
         dirty = self.dirty
         epoch = time[0]
+        self.times.add(time)
         for k, v, d in triples:
             lst = index.get(k)
             if lst is None:
@@ -134,6 +140,14 @@ class Trace:
         self.cache[key] = (time, acc, len(lst), later)
         return acc, later
 
+    def all_at_or_before(self, time: Timestamp) -> bool:
+        """Whether every update is at a time ``<= time`` (so any pair with an update at
+        ``time`` is at ``time`` itself)."""
+        for t in self.times:
+            if not (t is time or le(t, time)):
+                return False
+        return True
+
     def compact(self, frontier: List[Timestamp]) -> None:
         """Advance the times of the keys touched since the last call, and merge their updates.
 
@@ -159,6 +173,7 @@ class Trace:
                 for v, t, d in lst:
                     if t[0] < bound:
                         t = single
+                        self.times.add(single)
                     acc[(v, t)] = acc.get((v, t), 0) + d
             else:
                 acc = {}
@@ -166,6 +181,7 @@ class Trace:
                     a = moved.get(t)
                     if a is None:
                         a = moved[t] = advance(t, frontier)
+                        self.times.add(a)
                     acc[(v, a)] = acc.get((v, a), 0) + d
             kept = [(v, t, d) for (v, t), d in acc.items() if d]
             if kept:
