@@ -33,23 +33,27 @@ SECRET_KEY_MODE = 0o600
 
 
 class Totals(naiad.Vertex):
-    """A running total per key; at each epoch's notification, the totals of the keys it saw."""
+    """A running total per key; at each epoch's notification, the totals of the keys it saw.
+
+    The amounts of an epoch wait in ``seen`` until its notification: records of a later epoch
+    may arrive before an earlier epoch is notified, and must not count in its totals.
+    """
 
     def __init__(self):
         super().__init__()
         self.totals: Dict[str, int] = {}
-        self.seen: Dict[Timestamp, set] = {}
+        self.seen: Dict[Timestamp, Dict[str, int]] = {}
 
     def on_recv(self, edge, message, time):
         key, n = message
-        self.totals[key] = self.totals.get(key, 0) + n
         if time not in self.seen:
-            self.seen[time] = set()
+            self.seen[time] = {}
             self.notify_at(time)
-        self.seen[time].add(key)
+        self.seen[time][key] = self.seen[time].get(key, 0) + n
 
     def on_notify(self, time):
-        for key in sorted(self.seen.pop(time)):
+        for key, n in sorted(self.seen.pop(time).items()):
+            self.totals[key] = self.totals.get(key, 0) + n
             self.send_by(0, (key, self.totals[key]), time)
 
     def checkpoint(self):
