@@ -142,8 +142,9 @@ def spark_missing() -> Optional[str]:
     return None
 
 
-SINGLE = sorted({(doc, cmd) for doc, cmd, block in doc_commands()
-                 if not re.search(r"(^|\s)-p \d", cmd)})
+# A command shown in several documents runs once (under the first document naming it).
+SINGLE = sorted({cmd: (doc, cmd) for doc, cmd, block in reversed(doc_commands())
+                 if not re.search(r"(^|\s)-p \d", cmd)}.values())
 HAND_STARTED = sorted({(doc, block) for doc, cmd, block in doc_commands()
                        if re.search(r"(^|\s)-p \d", cmd) and block >= 0})
 
