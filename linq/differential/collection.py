@@ -107,6 +107,9 @@ class Collection:
             raise TypeError(msg)
         self._stream = stream
         self._steps = steps
+        # The output of an operator that emits, per time, only real changes of its own records
+        # (a reduction, consolidate): a loop ending with one needs no consolidation of its own.
+        self.consolidated = False
 
     # ---- plumbing ------------------------------------------------------------------------
     @property
@@ -218,12 +221,16 @@ class Collection:
         keyed = self._keyed(op, key, value, consolidate=True)
         out = stages.unary(keyed, lambda: ReduceVertex(op, logic, key, fn, nonnegative),
                            partition_by=_key, name=op)
-        return Collection(out)
+        return Collection(out)._mark_consolidated()
 
     def consolidate(self) -> "Collection":
         """The changes of each time summed by record (zeros dropped), exchanged by record."""
         return Collection(stages.unary(self.stream, ConsolidateVertex, partition_by=_key,
-                                       name="consolidate"))
+                                       name="consolidate"))._mark_consolidated()
+
+    def _mark_consolidated(self) -> "Collection":
+        self.consolidated = True
+        return self
 
     def distinct(self) -> "Collection":
         """Each record with a positive count, once."""

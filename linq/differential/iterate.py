@@ -3,8 +3,8 @@
 As the seed explains, ``x.iterate(body)`` defines ``x[(t, 0)] = x[t]`` and
 ``x[(t, i)] = body(x[(t, i - 1)])``, and its result at ``t`` is ``x[(t, ∞)]``.  The collection
 enters a loop (its times gain a counter 0); the variable is the entered collection plus a
-feedback edge; the body's output minus the entered collection is consolidated and fed back one
-iteration later, so the variable at iteration ``i`` accumulates to the body's output at
+feedback edge; the body's output minus the entered collection is fed back one iteration later
+(summed by record first, unless the body ends in a reduction, whose changes are already real), so the variable at iteration ``i`` accumulates to the body's output at
 ``i - 1``; everything the body produces leaves the loop, where its differences add up to the
 final value.  The loop stops by itself when no change circulates: a fixed point.
 
@@ -80,7 +80,13 @@ def iterate(collection: Collection, body: Callable[..., Collection],
                f"{out.scope.path()}, not of its loop {context.scope.path()}; return one "
                "computed from the loop variable")
         raise GraphError(msg)
-    fb.connect(out.concat(entered.negate()).consolidate().stream)
+    back = out.concat(entered.negate())
+    if not (out.consolidated and not out._steps):
+        # A body ending in a linear operator may emit changes that cancel (+r and -r at one
+        # time): summed before they go round, so the loop stops at the fixed point.  A body
+        # ending in a reduction emits nothing once its keys stop changing.
+        back = back.consolidate()
+    fb.connect(back.stream)
     return Collection(context.exit(out.stream))
 
 
