@@ -21,7 +21,7 @@ import cloudpickle
 
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed
-from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, send_message, start_timeout
+from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
 
 
 class LinkRendezvous:
@@ -71,7 +71,7 @@ def main(argv) -> int:
     try:
         program, options = cloudpickle.loads((Path(workdir) / "program.pkl").read_bytes())
         options = dict(options)
-        options["rendezvous"] = LinkRendezvous(link, index, start_timeout(options))
+        options["rendezvous"] = LinkRendezvous(link, index, rendezvous_timeout(options) + 30)
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
         result = ("ok", run_program(program, comp), "")
         code = 0

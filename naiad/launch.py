@@ -34,8 +34,8 @@ from naiad.errors import ComputationFailed, NaiadError, VertexError
 from naiad.observe import watch
 from naiad.transport.security import resolve_secret
 
-__all__ = ["launch_local", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
-           "ENDPOINTS", "RESULT"]
+__all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
+           "ENDPOINTS", "RESULT", "rendezvous_timeout"]
 
 ENDPOINT, ENDPOINTS, RESULT = b"E", b"A", b"R"
 """Kinds of message on a link: a child's endpoint, everyone's endpoints, a child's result."""
@@ -68,10 +68,10 @@ class MessageReader:
         return out
 
 
-def start_timeout(options: Dict[str, Any]) -> float:
-    """Seconds a process may take from its start to the end of the rendezvous: the connect
-    timeout, plus room for an interpreter start on a loaded machine."""
-    return float(options.get("connect_timeout", 30)) + 60.0
+def rendezvous_timeout(options: Dict[str, Any]) -> float:
+    """Seconds the processes may take to join the rendezvous once the first one has: the
+    ``connect_timeout`` option (30 s by default)."""
+    return float(options.get("connect_timeout", 30))
 
 
 def _child_env() -> Dict[str, str]:
@@ -89,6 +89,21 @@ def _python() -> List[str]:
     return [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
 
 
+def program_payload(program: Callable[[Any], Any],
+                    options: Optional[Dict[str, Any]] = None) -> bytes:
+    """The bytes every child of ``execute(program, processes=N)`` reads: ``(program, options)``
+    by cloudpickle.  A function of an importable module travels as its name (a few dozen
+    bytes, whatever data the module holds); one defined in ``__main__`` or a closure travels by
+    value, with every object it refers to (see docs/launch.md)."""
+    try:
+        return cloudpickle.dumps((program, options or {}))
+    except Exception as exc:
+        msg = (f"the program cannot be sent to worker processes: {type(exc).__name__}: "
+               f"{exc}; it must be picklable by cloudpickle (no open files, sockets, "
+               "locks or live Spark objects in its closure)")
+        raise NaiadError(msg) from exc
+
+
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                  options: Dict[str, Any]) -> List[Any]:
     """Run ``program`` in ``processes`` new local processes; return their results in order."""
@@ -102,13 +117,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     restore: Callable[[], None] = lambda: None
     links: List[socket.socket] = []
     try:
-        try:
-            payload = cloudpickle.dumps((program, options))
-        except Exception as exc:
-            msg = (f"the program cannot be sent to worker processes: {type(exc).__name__}: "
-                   f"{exc}; it must be picklable by cloudpickle (no open files, sockets, "
-                   "locks or live Spark objects in its closure)")
-            raise NaiadError(msg) from exc
+        payload = program_payload(program, options)
         # Not fsynced: the file lives as long as this run, a machine crash ends both.
         write_atomic(workdir / "program.pkl", payload, sync=False)
         restore = _terminate_as_exit()
@@ -121,7 +130,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                        str(workers), str(theirs.fileno())]
                 procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
                                               pass_fds=(theirs.fileno(),)))
-        return _Supervisor(procs, links, start_timeout(options)).run()
+        return _Supervisor(procs, links, rendezvous_timeout(options)).run()
     finally:
         for link in links:
             link.close()
@@ -171,7 +180,7 @@ class _Supervisor:
         self.order: List[int] = []          # processes in the order their failure was seen
         self.stopped: Dict[int, str] = {}   # processes this launcher killed, and why
         self.first_failure_at: Optional[float] = None
-        self.rendezvous_deadline: Optional[float] = time.monotonic() + rendezvous_timeout
+        self.rendezvous_deadline: Optional[float] = None    # set when the first one joins
         self.rendezvous_timeout = rendezvous_timeout
         self.launcher_failure: Optional[ComputationFailed] = None
 
@@ -217,6 +226,8 @@ class _Supervisor:
 
     def _message(self, i: int, kind: bytes, body: bytes) -> None:
         if kind == ENDPOINT:
+            if not self.endpoints:
+                self.rendezvous_deadline = time.monotonic() + self.rendezvous_timeout
             self.endpoints[i] = body.decode()
             if len(self.endpoints) == len(self.procs):
                 everyone = "\n".join(self.endpoints[j] for j in range(len(self.procs))).encode()
@@ -235,8 +246,9 @@ class _Supervisor:
         if self.rendezvous_deadline is not None and now >= self.rendezvous_deadline:
             missing = [i for i in range(len(self.procs)) if i not in self.endpoints]
             who = ", ".join(f"process {i} (pid {self.procs[i].pid})" for i in missing)
-            why = (f"{who} did not report its ZeroMQ endpoint within "
-                   f"{self.rendezvous_timeout:g} s of its start")
+            why = (f"{who} did not join the rendezvous (call comp.activate()) within "
+                   f"{self.rendezvous_timeout:g} s of the first process (the connect_timeout "
+                   "option)")
             self._fail_all(why)
             self.rendezvous_deadline = None
         # The others report their own errors within a second of a failure (that is how the
@@ -271,6 +283,12 @@ class _Supervisor:
                    else f"exited with code {p.returncode} without a result")
             res = ("error", ComputationFailed(f"process {i} (pid {p.pid}) {how}"), "")
             self._kill(f"process {i} {how}")   # nobody else can finish
+        if (res[0] == "ok" and self.endpoints and i not in self.endpoints
+                and self.launcher_failure is None):
+            # Others wait in the rendezvous for a process that will never join it.
+            self._fail_all(f"process {i} (pid {p.pid}) returned without calling "
+                           "comp.activate(), while the other processes wait for it in the "
+                           "rendezvous: every process must activate the computation")
         self.outcome[i] = res
         if res[0] == "error":
             self.order.append(i)
