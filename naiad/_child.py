@@ -27,7 +27,7 @@ from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_
 class LinkRendezvous:
     """The rendezvous over the link: send this process's endpoint, wait for everyone's."""
 
-    def __init__(self, link: socket.socket, index: int, timeout: float):
+    def __init__(self, link: socket.socket, index: int, timeout: float = 60.0):
         self.link, self.index, self.timeout = link, index, timeout
         self.endpoints: "queue.Queue[List[str]]" = queue.Queue()
         threading.Thread(target=self._read, name="naiad-link", daemon=True).start()
@@ -60,6 +60,7 @@ def main(argv) -> int:
     index, processes, workers = int(index), int(processes), int(workers)
     link = socket.socket(fileno=int(fd))
     link.set_inheritable(False)        # the program's own subprocesses do not hold it open
+    rendezvous = LinkRendezvous(link, index)     # from now on, the launcher's end is watched
     try:
         # ``import linq`` in the parent installed the fluent Stream methods; a program pickled
         # by value does not carry that import, so make it here too.
@@ -71,7 +72,9 @@ def main(argv) -> int:
     try:
         program, options = cloudpickle.loads((Path(workdir) / "program.pkl").read_bytes())
         options = dict(options)
-        options["rendezvous"] = LinkRendezvous(link, index, rendezvous_timeout(options) + 30)
+        # The launcher's own deadline names the late process; this one is a backstop.
+        rendezvous.timeout = rendezvous_timeout(options) + 30
+        options["rendezvous"] = rendezvous
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
         result = ("ok", run_program(program, comp), "")
         code = 0

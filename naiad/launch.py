@@ -254,7 +254,9 @@ class _Supervisor:
         # The others report their own errors within a second of a failure (that is how the
         # root cause is found); one that does not is stopped or hung: kill it.
         if self.first_failure_at is not None and now - self.first_failure_at >= _GRACE:
-            self._kill(f"process {self.order[0]} failed {_GRACE:g} s earlier")
+            first = ("the launcher" if self.launcher_failure is not None
+                     else f"process {self.order[0]}")
+            self._kill(f"{first} failed {_GRACE:g} s earlier")
 
     def _fail_all(self, why: str) -> None:
         """A launcher-side failure (the rendezvous timed out): it is the root cause."""
