@@ -142,7 +142,7 @@ def main() -> None:
              "bare `python -P -c pass` of the same tree and run.  The children start in "
              "parallel, so with more processes than cores their starts queue.")
     update_section("launch", "Launch: execute() against a bare interpreter",
-                   ("NAIAD_BENCH_BASELINE=REVISION " if before else "")
+                   (f"NAIAD_BENCH_BASELINE={baseline} " if before else "")
                    + "python -m tests.benchmarks launch", body)
 
 
