@@ -5,8 +5,9 @@ The program travels by cloudpickle through a private temporary directory (mode 0
 inherited descriptor: nothing else can connect to it), its *link*: over it the child announces
 its ZeroMQ endpoint, the launcher answers with every process's endpoint once all have arrived (the
 rendezvous), and the child sends its result before it exits.  The launcher sleeps in
-``selectors`` on the links, never in a polling loop: a link reaching end of file is the child's
-exit (or death), and a child whose launcher disappears sees its link close and exits at once.
+``selectors`` on the links and on the children's pidfds (Linux; elsewhere a link's end of file
+stands for the exit), never in a polling loop; a child whose launcher disappears sees its link
+close and exits at once.
 When one process fails or dies, the others are stopped.
 """
 
@@ -183,26 +184,45 @@ class _Supervisor:
         self.rendezvous_deadline: Optional[float] = None    # set when the first one joins
         self.rendezvous_timeout = rendezvous_timeout
         self.launcher_failure: Optional[ComputationFailed] = None
+        self.pidfds: Dict[int, int] = {}    # a descriptor readable when process i exits
 
     def run(self) -> List[Any]:
-        """Supervise until every process ended; their results in order, or the root failure."""
+        """Supervise until every process ended; their results in order, or the root failure.
+
+        A process's exit is seen on its pidfd where the platform has them (Linux): a link may
+        stay open after its process died, held by a process the program forked.  Elsewhere
+        the link's end of file is the exit."""
         sel = selectors.DefaultSelector()
-        for i, link in enumerate(self.links):
-            sel.register(link, selectors.EVENT_READ, i)
+        for i, (p, link) in enumerate(zip(self.procs, self.links)):
+            sel.register(link, selectors.EVENT_READ, ("link", i))
+            pidfd = _pidfd(p.pid)
+            if pidfd is not None:
+                self.pidfds[i] = pidfd
+                sel.register(pidfd, selectors.EVENT_READ, ("exit", i))
         try:
             while len(self.outcome) < len(self.procs):
                 for key, _ in sel.select(self._wait()):
-                    i = key.data
+                    what, i = key.data
+                    if what == "exit":
+                        sel.unregister(key.fileobj)
+                        self._drain(i)
+                        if _registered(sel, i):
+                            sel.unregister(self.links[i])
+                        self._ended(i)
+                        continue
                     data = self.links[i].recv(1 << 20)
                     if not data:
                         sel.unregister(self.links[i])
-                        self._ended(i)
+                        if i not in self.pidfds:
+                            self._ended(i)
                         continue
                     for kind, body in self.readers[i].feed(data):
                         self._message(i, kind, body)
                 self._check_deadlines()
         finally:
             sel.close()
+            for fd in self.pidfds.values():
+                os.close(fd)
             self._kill("the launcher stopped")
             for i, p in enumerate(self.procs):
                 try:
@@ -215,6 +235,20 @@ class _Supervisor:
         if self.order:
             raise _root_cause([(i, self.outcome[i]) for i in self.order])
         return [self.outcome[i][1] for i in range(len(self.procs))]
+
+    def _drain(self, i: int) -> None:
+        """Process ``i`` exited: read what it sent before, without waiting for more."""
+        link = self.links[i]
+        link.setblocking(False)
+        while True:
+            try:
+                data = link.recv(1 << 20)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            for kind, body in self.readers[i].feed(data):
+                self._message(i, kind, body)
 
     def _wait(self) -> Optional[float]:
         """How long the next select may sleep: until the next deadline, if any."""
@@ -229,6 +263,7 @@ class _Supervisor:
             if not self.endpoints:
                 self.rendezvous_deadline = time.monotonic() + self.rendezvous_timeout
             self.endpoints[i] = body.decode()
+            self._check_absent()
             if len(self.endpoints) == len(self.procs):
                 everyone = "\n".join(self.endpoints[j] for j in range(len(self.procs))).encode()
                 for j, link in enumerate(self.links):
@@ -285,17 +320,25 @@ class _Supervisor:
                    else f"exited with code {p.returncode} without a result")
             res = ("error", ComputationFailed(f"process {i} (pid {p.pid}) {how}"), "")
             self._kill(f"process {i} {how}")   # nobody else can finish
-        if (res[0] == "ok" and self.endpoints and i not in self.endpoints
-                and self.launcher_failure is None):
-            # Others wait in the rendezvous for a process that will never join it.
-            self._fail_all(f"process {i} (pid {p.pid}) returned without calling "
-                           "comp.activate(), while the other processes wait for it in the "
-                           "rendezvous: every process must activate the computation")
         self.outcome[i] = res
         if res[0] == "error":
             self.order.append(i)
             if self.first_failure_at is None:
                 self.first_failure_at = time.monotonic()
+        self._check_absent()
+
+    def _check_absent(self) -> None:
+        """Fail the run when processes wait in the rendezvous for one that returned without
+        joining it (in whichever order the two were seen)."""
+        if not self.endpoints or self.launcher_failure is not None:
+            return
+        for i, res in sorted(self.outcome.items()):
+            if res[0] == "ok" and i not in self.endpoints:
+                self._fail_all(f"process {i} (pid {self.procs[i].pid}) returned without "
+                               "calling comp.activate(), while the other processes wait for "
+                               "it in the rendezvous: every process must activate the "
+                               "computation")
+                return
 
     def _result(self, i: int):
         data = self.results.get(i)
@@ -312,6 +355,18 @@ class _Supervisor:
             if p.poll() is None:
                 self.stopped.setdefault(i, why)
                 p.kill()
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    """A descriptor that becomes readable when process ``pid`` exits, where there are any."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _registered(sel: selectors.BaseSelector, i: int) -> bool:
+    return any(key.data == ("link", i) for key in sel.get_map().values())
 
 
 def _root_cause(failures) -> BaseException:

@@ -52,3 +52,12 @@ def never_activates_in_one(comp: naiad.Computation) -> int:
     comp.activate()
     comp.join(timeout=60)
     return os.getpid()
+
+
+def forks_a_sleeper(comp: naiad.Computation) -> int:
+    """Leave a forked process (holding this process's link to the launcher) running 60 s."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    return pid

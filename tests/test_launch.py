@@ -64,6 +64,19 @@ def test_no_process_activating_is_a_valid_run():
     assert naiad.execute(program, processes=3) == [0, 1, 2]
 
 
+def test_a_forked_process_holding_the_link_does_not_delay_the_end():
+    """The launcher sees each child's exit itself: a process the program forked (which holds
+    the child's link open) does not keep execute() waiting."""
+    t0 = time.monotonic()
+    pids = naiad.execute(lp.forks_a_sleeper, processes=2)
+    try:
+        assert time.monotonic() - t0 < 20
+        assert all(_alive(pid) for pid in pids)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+
 SLEEPER = '''
 import sys, time, naiad
 
