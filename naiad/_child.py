@@ -1,37 +1,66 @@
-"""Entry point of a process started by ``naiad.execute``: run the program, write the result."""
+"""Entry point of a process started by ``naiad.execute``: run the program, send the result.
+
+The launcher passes the private directory holding the program, this process's place, and the
+descriptor of its *link* (one end of a socket pair, see :mod:`naiad.launch`).  One thread reads
+the link: the endpoints of the rendezvous, then nothing until the launcher goes away, when the
+link reaches end of file and this process exits (no orphan outlives its launcher).
+"""
 
 from __future__ import annotations
 
 import os
+import queue
+import socket
 import sys
 import threading
-import time
 import traceback
-from typing import Optional
 from pathlib import Path
+from typing import List, Optional
 
 import cloudpickle
 
 from naiad.computation import Computation, run_program
-from naiad.files import write_atomic
-from naiad.launch import FileRendezvous
+from naiad.errors import ComputationFailed
+from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
 
 
-def _watch_parent(parent: int) -> None:
-    """Exit if the launching process disappears, so no orphan outlives it."""
-    while True:
-        if os.getppid() != parent:
-            os._exit(3)
-        time.sleep(0.5)
+class LinkRendezvous:
+    """The rendezvous over the link: send this process's endpoint, wait for everyone's."""
+
+    def __init__(self, link: socket.socket, index: int, timeout: float = 60.0):
+        self.link, self.index, self.timeout = link, index, timeout
+        self.endpoints: "queue.Queue[List[str]]" = queue.Queue()
+        threading.Thread(target=self._read, name="naiad-link", daemon=True).start()
+
+    def _read(self) -> None:
+        reader = MessageReader()
+        while True:
+            try:
+                data = self.link.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:               # the launcher is gone (or closed the run): stop now
+                os._exit(3)
+            for kind, body in reader.feed(data):
+                if kind == ENDPOINTS:
+                    self.endpoints.put(body.decode().split("\n"))
+
+    def __call__(self, endpoint: str) -> List[str]:
+        send_message(self.link, ENDPOINT, endpoint.encode())
+        try:
+            return self.endpoints.get(timeout=self.timeout)
+        except queue.Empty:
+            msg = (f"process {self.index}: the launcher did not send the other processes' "
+                   f"endpoints within {self.timeout:g} s")
+            raise ComputationFailed(msg) from None
 
 
 def main(argv) -> int:
-    workdir, index, processes, workers, parent = argv
-    index, processes, workers, parent = int(index), int(processes), int(workers), int(parent)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-
-
-    workdir = Path(workdir)
+    workdir, index, processes, workers, fd = argv
+    index, processes, workers = int(index), int(processes), int(workers)
+    link = socket.socket(fileno=int(fd))
+    link.set_inheritable(False)        # the program's own subprocesses do not hold it open
+    rendezvous = LinkRendezvous(link, index)     # from now on, the launcher's end is watched
     try:
         # ``import linq`` in the parent installed the fluent Stream methods; a program pickled
         # by value does not carry that import, so make it here too.
@@ -41,10 +70,11 @@ def main(argv) -> int:
     comp: Optional[Computation] = None
     result: tuple
     try:
-        program, options = cloudpickle.loads((workdir / "program.pkl").read_bytes())
+        program, options = cloudpickle.loads((Path(workdir) / "program.pkl").read_bytes())
         options = dict(options)
-        options["rendezvous"] = FileRendezvous(str(workdir), index, processes,
-                                               timeout=float(options.get("connect_timeout", 30)))
+        # The launcher's own deadline names the late process; this one is a backstop.
+        rendezvous.timeout = rendezvous_timeout(options) + 30
+        options["rendezvous"] = rendezvous
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
         result = ("ok", run_program(program, comp), "")
         code = 0
@@ -63,7 +93,10 @@ def main(argv) -> int:
             err = RuntimeError(f"process {index}: {type(result[1]).__name__}: {result[1]}")
         data = cloudpickle.dumps(("error", err, result[2]))
         code = 1
-    write_atomic(workdir / f"result.{index}", data)
+    try:
+        send_message(link, RESULT, data)
+    except OSError:                    # the launcher is gone: nobody to report to
+        code = 3
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -19,11 +19,13 @@ TypeError: unknown option(s) checkpoint_evry; known options: accumulate, ...
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
 
 __all__ = ["ProcessConfig", "parse_args", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
            "describe"]
@@ -168,7 +170,11 @@ class ProcessConfig:
     hosts: Optional[List[str]] = None
 
 
-def _flag_parser(prog: str = "naiad") -> argparse.ArgumentParser:
+def _flag_parser(prog: str = "naiad") -> "argparse.ArgumentParser":
+    """The parser of Naiad's process flags.  argparse is imported here, when flags are parsed:
+    the processes started by ``execute`` never parse any, and it costs each ~6 ms to import."""
+    import argparse
+
     p = argparse.ArgumentParser(prog=prog, add_help=False, description="Naiad process flags")
     p.add_argument("-p", "--procid", type=int, default=0, help="this process's index")
     p.add_argument("-n", "--numprocs", type=int, default=1, help="number of processes")

@@ -20,8 +20,6 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict, Optional
 
-from tqdm import tqdm
-
 from naiad.ticker import Ticker
 
 __all__ = ["summary", "describe", "ConsoleProgress"]
@@ -64,6 +62,14 @@ def describe(s: Dict[str, Any]) -> str:
     return text + " (finished)" if s["done"] else text
 
 
+def _tqdm() -> Any:
+    """tqdm, imported when a live line is first shown: it is only needed on a terminal, and
+    importing it (with its version and CLI machinery) costs every process of every run ~8 ms."""
+    import tqdm
+
+    return tqdm.tqdm
+
+
 class ConsoleProgress:
     """Shows ``view()`` (a monitor view) on stderr every ``interval`` seconds until stopped."""
 
@@ -73,7 +79,7 @@ class ConsoleProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
-        self.bar = (tqdm(total=None, unit="epoch", desc="naiad", file=self.stream,
+        self.bar = (_tqdm()(total=None, unit="epoch", desc="naiad", file=self.stream,
                          bar_format="{desc}: {n} epochs complete{postfix}")
                     if self.tty else None)
         self.last: Optional[Dict[str, Any]] = None

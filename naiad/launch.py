@@ -1,23 +1,32 @@
 """Start the processes of a computation on this machine, watch them, and gather their results.
 
-The program travels by cloudpickle through a private temporary directory; the processes find
-each other's ZeroMQ endpoints through files there (a rendezvous), run the program, and write
-their results back atomically.  When one process fails or dies, the others are stopped.
+The program travels by cloudpickle through a private temporary directory (mode 0700, the file
+0600, with the run's secret inside).  Each child also gets one end of a private socket pair (an
+inherited descriptor: nothing else can connect to it), its *link*: over it the child announces
+its ZeroMQ endpoint, the launcher answers with every process's endpoint once all have arrived (the
+rendezvous), and the child sends its result before it exits.  The launcher sleeps in
+``selectors`` on the links and on the children's pidfds (Linux; elsewhere a link's end of file
+stands for the exit), never in a polling loop; a child whose launcher disappears sees its link
+close and exits at once.
+When one process fails or dies, the others are stopped.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import selectors
+import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
 
@@ -26,34 +35,44 @@ from naiad.errors import ComputationFailed, NaiadError, VertexError
 from naiad.observe import watch
 from naiad.transport.security import resolve_secret
 
-__all__ = ["launch_local", "FileRendezvous", "write_atomic"]
+__all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
+           "ENDPOINTS", "RESULT", "rendezvous_timeout"]
+
+ENDPOINT, ENDPOINTS, RESULT = b"E", b"A", b"R"
+"""Kinds of message on a link: a child's endpoint, everyone's endpoints, a child's result."""
+
+_HEADER = struct.Struct("!cQ")      # kind, length of the body
 
 
-class FileRendezvous:
-    """Processes publish their endpoints as files in a shared directory and read everyone's."""
+def send_message(link: socket.socket, kind: bytes, body: bytes) -> None:
+    """One framed message on a link."""
+    link.sendall(_HEADER.pack(kind, len(body)) + body)
 
-    def __init__(self, directory: str, index: int, count: int, timeout: float = 60.0):
-        self.directory = Path(directory)
-        self.index = index
-        self.count = count
-        self.timeout = timeout
 
-    def __call__(self, endpoint: str) -> List[str]:
-        write_atomic(self.directory / f"endpoint.{self.index}", endpoint.encode())
-        deadline = time.monotonic() + self.timeout
-        while True:
-            found = {}
-            for i in range(self.count):
-                p = self.directory / f"endpoint.{i}"
-                if p.exists():
-                    found[i] = p.read_text()
-            if len(found) == self.count:
-                return [found[i] for i in range(self.count)]
-            if time.monotonic() > deadline:
-                missing = sorted(set(range(self.count)) - set(found))
-                msg = f"processes {missing} did not publish their endpoints within {self.timeout} s"
-                raise ComputationFailed(msg)
-            time.sleep(0.01)
+class MessageReader:
+    """Reassembles the framed messages of a link from whatever ``recv`` returned."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> List[Tuple[bytes, bytes]]:
+        """Add received bytes; return the messages now complete, as ``(kind, body)``."""
+        self.buffer += data
+        out = []
+        while len(self.buffer) >= _HEADER.size:
+            kind, size = _HEADER.unpack_from(self.buffer)
+            end = _HEADER.size + size
+            if len(self.buffer) < end:
+                break
+            out.append((kind, bytes(self.buffer[_HEADER.size:end])))
+            del self.buffer[:end]
+        return out
+
+
+def rendezvous_timeout(options: Dict[str, Any]) -> float:
+    """Seconds the processes may take to join the rendezvous once the first one has: the
+    ``connect_timeout`` option (30 s by default)."""
+    return float(options.get("connect_timeout", 30))
 
 
 def _child_env() -> Dict[str, str]:
@@ -71,6 +90,21 @@ def _python() -> List[str]:
     return [sys.executable, "-P"] if sys.version_info >= (3, 11) else [sys.executable]
 
 
+def program_payload(program: Callable[[Any], Any],
+                    options: Optional[Dict[str, Any]] = None) -> bytes:
+    """The bytes every child of ``execute(program, processes=N)`` reads: ``(program, options)``
+    by cloudpickle.  A function of an importable module travels as its name (a few dozen
+    bytes, whatever data the module holds); one defined in ``__main__`` or a closure travels by
+    value, with every object it refers to (see docs/launch.md)."""
+    try:
+        return cloudpickle.dumps((program, options or {}))
+    except Exception as exc:
+        msg = (f"the program cannot be sent to worker processes: {type(exc).__name__}: "
+               f"{exc}; it must be picklable by cloudpickle (no open files, sockets, "
+               "locks or live Spark objects in its closure)")
+        raise NaiadError(msg) from exc
+
+
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                  options: Dict[str, Any]) -> List[Any]:
     """Run ``program`` in ``processes`` new local processes; return their results in order."""
@@ -82,23 +116,25 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     # The monitor page and terminal progress live here; the children report over loopback.
     options, watching = watch(options, options["secret"], in_process=False)
     restore: Callable[[], None] = lambda: None
+    links: List[socket.socket] = []
     try:
-        try:
-            payload = cloudpickle.dumps((program, options))
-        except Exception as exc:
-            msg = (f"the program cannot be sent to worker processes: {type(exc).__name__}: "
-                   f"{exc}; it must be picklable by cloudpickle (no open files, sockets, "
-                   "locks or live Spark objects in its closure)")
-            raise NaiadError(msg) from exc
-        write_atomic(workdir / "program.pkl", payload)
+        payload = program_payload(program, options)
+        # Not fsynced: the file lives as long as this run, a machine crash ends both.
+        write_atomic(workdir / "program.pkl", payload, sync=False)
         restore = _terminate_as_exit()
         procs = []
         for i in range(processes):
-            cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
-                   str(workers), str(os.getpid())]
-            procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL))
-        return _supervise(procs, workdir)
+            mine, theirs = socket.socketpair()
+            links.append(mine)
+            with theirs:
+                cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
+                       str(workers), str(theirs.fileno())]
+                procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
+                                              pass_fds=(theirs.fileno(),)))
+        return _Supervisor(procs, links, rendezvous_timeout(options)).run()
     finally:
+        for link in links:
+            link.close()
         shutil.rmtree(workdir, ignore_errors=True)     # the secret goes with it
         restore()
         if watching is not None:
@@ -127,65 +163,210 @@ def _on_sigterm(signum, frame) -> None:
 _GRACE = 3.0
 """Seconds the launcher waits, after a process failed, for the others to end on their own."""
 
-
-def _read_result(workdir: Path, i: int):
-    path = workdir / f"result.{i}"
-    if not path.exists():
-        return None
-    try:
-        return cloudpickle.loads(path.read_bytes())
-    except Exception as exc:  # noqa: BLE001
-        return ("error", ComputationFailed(f"process {i}: its result could not be read: {exc}"),
-                "")
+_EXIT_WAIT = 5.0
+"""Seconds a process may take to exit once it closed its link (then it is killed)."""
 
 
-def _supervise(procs: List[subprocess.Popen], workdir: Path) -> List[Any]:
-    outcome: Dict[int, Any] = {}
-    order: List[int] = []            # processes in the order their failure was seen
-    stopped: Dict[int, str] = {}      # processes this launcher killed, and why
-    first_failure_at: Optional[float] = None
-    try:
-        while len(outcome) < len(procs):
-            for i, p in enumerate(procs):
-                if i in outcome or p.poll() is None:
-                    continue
-                res = _read_result(workdir, i)
-                if res is None and i in stopped:
-                    exc = ComputationFailed(f"process {i} was stopped: {stopped[i]}")
-                    res = ("error", exc, "", True)      # a consequence, not the cause
-                elif res is None:
-                    sig = -p.returncode if p.returncode < 0 else None
-                    how = (f"was killed by {signal.Signals(sig).name}" if sig
-                           else f"exited with code {p.returncode} without a result")
-                    res = ("error", ComputationFailed(f"process {i} (pid {p.pid}) {how}"), "")
-                    _kill(procs, stopped, f"process {i} {how}")   # nobody else can finish
-                outcome[i] = res
-                if res[0] == "error":
-                    order.append(i)
-                    if first_failure_at is None:
-                        first_failure_at = time.monotonic()
-            # The others report their own errors within a second of a failure (that is how
-            # the root cause is found); one that does not is stopped or hung: kill it.
-            if first_failure_at is not None and time.monotonic() - first_failure_at > _GRACE:
-                _kill(procs, stopped, f"process {order[0]} failed {_GRACE:g} s earlier")
-            time.sleep(0.02)
-    finally:
-        _kill(procs, stopped, "the launcher stopped")
-        for p in procs:
+class _Supervisor:
+    """Waits on the children's links with ``selectors``: relays the rendezvous, collects the
+    results, notices exits (a link at end of file), and stops everyone after a failure."""
+
+    def __init__(self, procs: List[subprocess.Popen], links: List[socket.socket],
+                 rendezvous_timeout: float):
+        self.procs, self.links = procs, links
+        self.readers = [MessageReader() for _ in procs]
+        self.endpoints: Dict[int, str] = {}
+        self.results: Dict[int, bytes] = {}
+        self.outcome: Dict[int, Any] = {}
+        self.order: List[int] = []          # processes in the order their failure was seen
+        self.stopped: Dict[int, str] = {}   # processes this launcher killed, and why
+        self.first_failure_at: Optional[float] = None
+        self.rendezvous_deadline: Optional[float] = None    # set when the first one joins
+        self.rendezvous_timeout = rendezvous_timeout
+        self.launcher_failure: Optional[ComputationFailed] = None
+        self.pidfds: Dict[int, int] = {}    # a descriptor readable when process i exits
+
+    def run(self) -> List[Any]:
+        """Supervise until every process ended; their results in order, or the root failure.
+
+        A process's exit is seen on its pidfd where the platform has them (Linux): a link may
+        stay open after its process died, held by a process the program forked.  Elsewhere
+        the link's end of file is the exit."""
+        sel = selectors.DefaultSelector()
+        for i, (p, link) in enumerate(zip(self.procs, self.links)):
+            sel.register(link, selectors.EVENT_READ, ("link", i))
+            pidfd = _pidfd(p.pid)
+            if pidfd is not None:
+                self.pidfds[i] = pidfd
+                sel.register(pidfd, selectors.EVENT_READ, ("exit", i))
+        try:
+            while len(self.outcome) < len(self.procs):
+                for key, _ in sel.select(self._wait()):
+                    what, i = key.data
+                    if what == "exit":
+                        sel.unregister(key.fileobj)
+                        self._drain(i)
+                        if _registered(sel, i):
+                            sel.unregister(self.links[i])
+                        self._ended(i)
+                        continue
+                    data = self.links[i].recv(1 << 20)
+                    if not data:
+                        sel.unregister(self.links[i])
+                        if i not in self.pidfds:
+                            self._ended(i)
+                        continue
+                    for kind, body in self.readers[i].feed(data):
+                        self._message(i, kind, body)
+                self._check_deadlines()
+        finally:
+            sel.close()
+            for fd in self.pidfds.values():
+                os.close(fd)
+            self._kill("the launcher stopped")
+            for i, p in enumerate(self.procs):
+                try:
+                    p.wait(timeout=_EXIT_WAIT)
+                except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent
+                    print(f"naiad: process {i} (pid {p.pid}) did not exit after SIGKILL",
+                          file=sys.stderr)
+        if self.launcher_failure is not None:
+            raise self.launcher_failure
+        if self.order:
+            raise _root_cause([(i, self.outcome[i]) for i in self.order])
+        return [self.outcome[i][1] for i in range(len(self.procs))]
+
+    def _drain(self, i: int) -> None:
+        """Process ``i`` exited: read what it sent before, without waiting for more."""
+        link = self.links[i]
+        link.setblocking(False)
+        while True:
             try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-    if order:
-        raise _root_cause([(i, outcome[i]) for i in order])
-    return [outcome[i][1] for i in range(len(procs))]
+                data = link.recv(1 << 20)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            for kind, body in self.readers[i].feed(data):
+                self._message(i, kind, body)
 
+    def _wait(self) -> Optional[float]:
+        """How long the next select may sleep: until the next deadline, if any."""
+        now = time.monotonic()
+        deadlines = [d for d in (self.rendezvous_deadline,
+                                 None if self.first_failure_at is None
+                                 else self.first_failure_at + _GRACE) if d is not None]
+        return max(0.0, min(deadlines) - now) if deadlines else None
 
-def _kill(procs: List[subprocess.Popen], stopped: Dict[int, str], why: str) -> None:
-    for i, p in enumerate(procs):
-        if p.poll() is None:
-            stopped.setdefault(i, why)
+    def _message(self, i: int, kind: bytes, body: bytes) -> None:
+        if kind == ENDPOINT:
+            if not self.endpoints:
+                self.rendezvous_deadline = time.monotonic() + self.rendezvous_timeout
+            self.endpoints[i] = body.decode()
+            self._check_absent()
+            if len(self.endpoints) == len(self.procs):
+                everyone = "\n".join(self.endpoints[j] for j in range(len(self.procs))).encode()
+                for j, link in enumerate(self.links):
+                    if j not in self.outcome:
+                        try:
+                            send_message(link, ENDPOINTS, everyone)
+                        except OSError:       # it died meanwhile: its end of file tells
+                            pass
+                self.rendezvous_deadline = None
+        elif kind == RESULT:
+            self.results[i] = body
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        if self.rendezvous_deadline is not None and now >= self.rendezvous_deadline:
+            missing = [i for i in range(len(self.procs)) if i not in self.endpoints]
+            who = ", ".join(f"process {i} (pid {self.procs[i].pid})" for i in missing)
+            why = (f"{who} did not join the rendezvous (call comp.activate()) within "
+                   f"{self.rendezvous_timeout:g} s of the first process (the connect_timeout "
+                   "option)")
+            self._fail_all(why)
+            self.rendezvous_deadline = None
+        # The others report their own errors within a second of a failure (that is how the
+        # root cause is found); one that does not is stopped or hung: kill it.
+        if self.first_failure_at is not None and now - self.first_failure_at >= _GRACE:
+            first = ("the launcher" if self.launcher_failure is not None
+                     else f"process {self.order[0]}")
+            self._kill(f"{first} failed {_GRACE:g} s earlier")
+
+    def _fail_all(self, why: str) -> None:
+        """A launcher-side failure (the rendezvous timed out): it is the root cause."""
+        self.launcher_failure = ComputationFailed(why)
+        self.first_failure_at = time.monotonic()
+        self._kill(why)
+
+    def _ended(self, i: int) -> None:
+        """Process ``i`` closed its link: it exited or died.  Record how."""
+        p = self.procs[i]
+        try:
+            p.wait(timeout=_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            # It closed the link but lingers (a stuck interpreter shutdown): kill it.
+            self.stopped.setdefault(i, f"it did not exit within {_EXIT_WAIT:g} s of closing "
+                                       "its link to the launcher")
             p.kill()
+            p.wait(timeout=_EXIT_WAIT)
+        res = self._result(i)
+        if res is None and i in self.stopped:
+            exc = ComputationFailed(f"process {i} was stopped: {self.stopped[i]}")
+            res = ("error", exc, "", True)      # a consequence, not the cause
+        elif res is None:
+            sig = -p.returncode if p.returncode < 0 else None
+            how = (f"was killed by {signal.Signals(sig).name}" if sig
+                   else f"exited with code {p.returncode} without a result")
+            res = ("error", ComputationFailed(f"process {i} (pid {p.pid}) {how}"), "")
+            self._kill(f"process {i} {how}")   # nobody else can finish
+        self.outcome[i] = res
+        if res[0] == "error":
+            self.order.append(i)
+            if self.first_failure_at is None:
+                self.first_failure_at = time.monotonic()
+        self._check_absent()
+
+    def _check_absent(self) -> None:
+        """Fail the run when processes wait in the rendezvous for one that returned without
+        joining it (in whichever order the two were seen)."""
+        if not self.endpoints or self.launcher_failure is not None:
+            return
+        for i, res in sorted(self.outcome.items()):
+            if res[0] == "ok" and i not in self.endpoints:
+                self._fail_all(f"process {i} (pid {self.procs[i].pid}) returned without "
+                               "calling comp.activate(), while the other processes wait for "
+                               "it in the rendezvous: every process must activate the "
+                               "computation")
+                return
+
+    def _result(self, i: int):
+        data = self.results.get(i)
+        if data is None:
+            return None
+        try:
+            return cloudpickle.loads(data)
+        except Exception as exc:  # noqa: BLE001
+            return ("error",
+                    ComputationFailed(f"process {i}: its result could not be read: {exc}"), "")
+
+    def _kill(self, why: str) -> None:
+        for i, p in enumerate(self.procs):
+            if p.poll() is None:
+                self.stopped.setdefault(i, why)
+                p.kill()
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    """A descriptor that becomes readable when process ``pid`` exits, where there are any."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _registered(sel: selectors.BaseSelector, i: int) -> bool:
+    return any(key.data == ("link", i) for key in sel.get_map().values())
 
 
 def _root_cause(failures) -> BaseException:

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
-from naiad import monitor
 from naiad.console import ConsoleProgress
 from naiad.files import write_atomic
 from naiad.meter import Meter
@@ -22,6 +21,7 @@ from naiad.picture import graph_json
 from naiad.transport.security import resolve_secret
 
 if TYPE_CHECKING:  # pragma: no cover
+    from naiad import monitor
     from naiad.computation import Computation
 
 __all__ = ["Observer", "wanted", "watch", "Watch"]
@@ -30,6 +30,15 @@ __all__ = ["Observer", "wanted", "watch", "Watch"]
 def wanted(options: Dict[str, Any]) -> bool:
     """Whether the options ask for a trace or a monitor."""
     return any(options.get(k) is not None for k in ("trace", "monitor", "report_to"))
+
+
+def _monitor():
+    """:mod:`naiad.monitor`, imported when a run first asks for a monitor or a report: it
+    brings an HTTP server and client (``http.server``, ``urllib.request``), which every process of
+    every run would otherwise import at start (the launched children among them)."""
+    from naiad import monitor
+
+    return monitor
 
 
 class Observer:
@@ -68,16 +77,16 @@ class Observer:
                         old.unlink()
         sink = self._sink()
         if sink is not None:
-            self.reporter = monitor.Reporter(self.snapshot, sink)
+            self.reporter = _monitor().Reporter(self.snapshot, sink)
 
     def _sink(self) -> Optional[Callable[[Dict[str, Any]], None]]:
         opts = self.comp.options
         port, url = opts["monitor"], opts["report_to"]
-        token = monitor.report_token(resolve_secret(opts["secret"]))
+        token = _monitor().report_token(resolve_secret(opts["secret"]))
         if url is None and port is not None:
-            self.server = monitor.local_server(port)
+            self.server = _monitor().local_server(port)
             if self.server is None and self.comp.process_index == 0:
-                self.server = monitor.serve(port, token)
+                self.server = _monitor().serve(port, token)
             if self.server is not None:
                 return self.server.state.update
             url = f"http://127.0.0.1:{port}/"
@@ -86,7 +95,7 @@ class Observer:
         if token is None:
             msg = "monitor: reporting to another process needs the run's secret"
             raise ValueError(msg)
-        return lambda report: monitor.post_report(url, token, report)
+        return lambda report: _monitor().post_report(url, token, report)
 
     def snapshot(self) -> Dict[str, Any]:
         """This process's part of the monitor page."""
@@ -137,8 +146,8 @@ def watch(options: Dict[str, Any], secret: Any, in_process: bool):
     port, progress = options.get("monitor"), options.get("progress")
     if port is None and not progress:
         return options, None
-    server = monitor.serve(port if port is not None else 0,
-                           monitor.report_token(resolve_secret(secret)))
+    server = _monitor().serve(port if port is not None else 0,
+                           _monitor().report_token(resolve_secret(secret)))
     if in_process:
         options = dict(options, monitor=server.port, progress=None)
     else:

@@ -1,0 +1,134 @@
+"""The local launcher (naiad.launch, naiad._child): what travels to the processes, the
+rendezvous and exits over the links, and the diagnostics when a process does not take part."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import naiad
+from naiad.launch import program_payload
+from tests import launch_programs as lp
+
+
+def test_a_program_of_a_module_travels_by_name_not_with_its_data():
+    """The module holds 2 MB of text; the program sent to every process is its name only, and
+    each process reads its own share of the data itself."""
+    data_bytes = sum(len(line) for line in lp.BOOK)
+    assert data_bytes > 1_000_000
+    assert len(program_payload(lp.count_words)) < 1000
+    parts = naiad.execute(lp.count_words, processes=2)
+    total = dict(parts[0])
+    assert not set(total) & set(parts[1])          # each word counted in one process
+    total.update(parts[1])
+    assert total == dict(lp.expected_counts())
+
+
+def test_a_closure_over_the_data_pays_for_every_byte():
+    """The contrast the docs warn about: data held by the program's closure is pickled into
+    the file every process reads."""
+    book = list(lp.BOOK)
+
+    def program(comp):
+        return len(book[comp.process_index::comp.processes])
+
+    assert len(program_payload(program)) > sum(len(line) for line in book)
+    assert naiad.execute(program, processes=2) == [30_000, 30_000]
+
+
+def test_a_process_late_to_the_rendezvous_is_named():
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed,
+                       match=r"process 1 \(pid \d+\) did not join the rendezvous .* 2 s"):
+        naiad.execute(lp.late_to_activate, processes=2, connect_timeout=2)
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_process_returning_without_activating_fails_the_run_at_once():
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed,
+                       match=r"process 1 \(pid \d+\) returned without calling comp.activate"):
+        naiad.execute(lp.never_activates_in_one, processes=2)
+    assert time.monotonic() - t0 < 20
+
+
+def test_no_process_activating_is_a_valid_run():
+    def program(comp):
+        return comp.process_index
+    assert naiad.execute(program, processes=3) == [0, 1, 2]
+
+
+def test_a_forked_process_holding_the_link_does_not_delay_the_end():
+    """The launcher sees each child's exit itself: a process the program forked (which holds
+    the child's link open) does not keep execute() waiting."""
+    t0 = time.monotonic()
+    pids = naiad.execute(lp.forks_a_sleeper, processes=2)
+    try:
+        assert time.monotonic() - t0 < 20
+        assert all(_alive(pid) for pid in pids)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+
+SLEEPER = '''
+import sys, time, naiad
+
+def program(comp):
+    comp.activate()
+    print("running", flush=True)
+    time.sleep(120)
+
+naiad.execute(program, processes=2)
+'''
+
+
+def _children(pid):
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(p))
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_children_exit_as_soon_as_their_launcher_is_killed(tmp_path):
+    """SIGKILL leaves the launcher no chance to clean up: the children see their links close
+    and exit on their own, at once."""
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert launcher.stdout.readline().strip() == "running"
+        children = _children(launcher.pid)
+        assert len(children) == 2
+        launcher.kill()
+        launcher.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.05)
+        assert not [c for c in children if _alive(c)], "children outlived their launcher"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for c in _children(launcher.pid):
+            os.kill(c, signal.SIGKILL)
