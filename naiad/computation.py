@@ -84,6 +84,26 @@ class Computation:
 
     # ---- the contract's properties --------------------------------------------------------
     @property
+    def state(self) -> str:
+        """``building``, ``active``, ``joined`` or ``stopped``."""
+        return self._state
+
+    @property
+    def failure(self) -> Optional[BaseException]:
+        """The first failure of the computation (in any process), or None."""
+        return self._failure
+
+    @property
+    def finished(self) -> bool:
+        """Whether every worker of this process has stopped."""
+        return self._done.is_set()
+
+    @property
+    def local_workers(self) -> List[Worker]:
+        """This process's workers (thread shells), for diagnostics and tests."""
+        return list(self._workers)
+
+    @property
     def workers(self) -> int:
         """Total number of workers over all processes."""
         return self.processes * self.workers_per_process
@@ -139,9 +159,9 @@ class Computation:
         self.fabric = self._make_fabric()
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
-        self._global_view = None
+        self.global_view = None
         if debug and self.processes == 1:
-            self._global_view = GlobalView(reach, self.initial_pointstamps)
+            self.global_view = GlobalView(reach, self.initial_pointstamps)
         try:
             self._workers = [
                 Worker(self, first + i, i, self.graph, reach, self.fabric,
@@ -201,11 +221,13 @@ class Computation:
             raise NaiadError(msg)
         self.coordinator.checkpoint_now()
 
-    def _before_epoch(self, epoch: int) -> None:
+    def before_epoch(self, epoch: int) -> None:
+        """An input is about to feed ``epoch``: a checkpoint due at this boundary is cut first."""
         if self.coordinator is not None:
             self.coordinator.before_epoch(epoch)
 
-    def _on_snapshot(self, worker, epoch: int, states, notifications) -> None:
+    def on_snapshot(self, worker, epoch: int, states, notifications) -> None:
+        """A worker's vertex states at a checkpoint boundary (from the worker shell)."""
         if self.coordinator is not None:
             self.coordinator.on_snapshot(worker, epoch, states, notifications)
 
@@ -276,7 +298,8 @@ class Computation:
             self.observer.close()
 
     # ---- failure handling --------------------------------------------------------------------
-    def _worker_failed(self, worker: Worker, exc: BaseException) -> None:
+    def worker_failed(self, worker: Worker, exc: BaseException) -> None:
+        """A worker stopped with ``exc`` (from the worker shell): the computation fails."""
         self.fail(exc)
 
     def fail(self, exc: BaseException) -> None:
@@ -303,7 +326,8 @@ class Computation:
         if self.fabric is not None:
             self.fabric.stop(f"{type(exc).__name__}: {exc}", exc if origin is None else None)
 
-    def _worker_exited(self, worker: Worker) -> None:
+    def worker_exited(self, worker: Worker) -> None:
+        """A worker's thread ended (from the worker shell)."""
         with self._lock:
             self._running -= 1
             last = self._running == 0

@@ -35,11 +35,11 @@ class Input:
     def _check(self, what: str) -> None:
         comp = self.comp
         comp.check_failed()
-        if comp._state == "building":
+        if comp.state == "building":
             msg = f"input {self.name!r}: {what} before comp.activate(); activate first"
             raise NaiadError(msg)
-        if comp._state != "active":
-            msg = f"input {self.name!r}: {what} after the computation {comp._state}"
+        if comp.state != "active":
+            msg = f"input {self.name!r}: {what} after the computation {comp.state}"
             raise NaiadError(msg)
         if self.completed:
             msg = f"input {self.name!r}: {what} after on_completed()"
@@ -59,7 +59,7 @@ class Input:
             window.wait(epoch, self.name, comp.check_failed, self._lagging)
         store = comp.store
         if store is not None:
-            comp._before_epoch(epoch)
+            comp.before_epoch(epoch)
             logged = store.logged_input(self.name, epoch)
             if logged is not None:
                 recs = logged        # replay what was accepted before the failure

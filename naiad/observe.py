@@ -100,7 +100,7 @@ class Observer:
     def snapshot(self) -> Dict[str, Any]:
         """This process's part of the monitor page."""
         comp = self.comp
-        failure = comp._failure
+        failure = comp.failure
         return {
             "process": comp.process_index, "processes": comp.processes, "graph": self.graph,
             "workers": [m.snapshot() for m in self.meters],

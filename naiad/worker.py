@@ -49,7 +49,7 @@ class Worker:
             index, local_index, comp.workers, graph, reach,
             initial_pointstamps=comp.initial_pointstamps, restored=comp.restored,
             accumulate=accumulate, debug=debug,
-            global_view=comp._global_view if debug else None,
+            global_view=comp.global_view if debug else None,
             meter=self.meter, clock=_time.perf_counter, process_index=comp.process_index)
 
     @property
@@ -77,7 +77,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the computation
             if self.meter is not None:
                 self.meter.event("failure", error=f"{type(exc).__name__}: {exc}")
-            self.comp._worker_failed(self, exc)
+            self.comp.worker_failed(self, exc)
         finally:
             gcpolicy.exit_()
             if self.meter is not None:
@@ -86,7 +86,7 @@ class Worker:
             if self.window is not None:
                 self.window.advance(self.local_index, math.inf)
             self.finished = True
-            self.comp._worker_exited(self)
+            self.comp.worker_exited(self)
 
     def _loop(self) -> None:
         state = self.state
@@ -114,7 +114,7 @@ class Worker:
                     elif tag == DATA:
                         send(index, action[1], action[2], action[3], action[4])
                     elif tag == CHECKPOINT:
-                        self.comp._on_snapshot(self, action[1], action[2], action[3])
+                        self.comp.on_snapshot(self, action[1], action[2], action[3])
                 actions.clear()
             if state.frontier_moved:
                 state.frontier_moved = False

@@ -173,7 +173,7 @@ def test_per_time_state_is_dropped_after_notification(workers):
         inp.on_next(e)
     inp.on_completed()
     comp.join(timeout=60)
-    leftovers = [(v.stage.name, dict(v.state)) for w in comp._workers for v in w.vertices
+    leftovers = [(v.stage.name, dict(v.state)) for w in comp.local_workers for v in w.vertices
                  if isinstance(v, PerTimeVertex) and v.state]
     assert leftovers == []
     assert sum(len(r) for r in got.results.values()) > 0

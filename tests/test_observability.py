@@ -97,7 +97,7 @@ def test_without_trace_or_monitor_no_worker_is_metered():
     inp = comp.new_input()
     inp.stream.collect()
     comp.activate()
-    assert comp.observer is None and all(w.meter is None for w in comp._workers)
+    assert comp.observer is None and all(w.meter is None for w in comp.local_workers)
     inp.on_completed()
     comp.join(timeout=10)
 

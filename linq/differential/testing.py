@@ -62,7 +62,7 @@ def arrangement_sizes(comp: naiad.Computation) -> List[Tuple[str, int, int]]:
     says an epoch is complete), never while they run.
     """
     out = []
-    for w in comp._workers:
+    for w in comp.local_workers:
         for v in w.vertices:
             traces = getattr(v, "traces", None)
             if callable(traces) and hasattr(v, "_compacted_at"):

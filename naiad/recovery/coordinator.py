@@ -103,7 +103,7 @@ class Coordinator:
         with self._cv:
             while len(self._snapshots) < comp.workers_per_process:
                 comp.check_failed()
-                if comp._done.is_set():
+                if comp.finished:
                     msg = f"the workers stopped before checkpoint {epoch} was taken"
                     raise NaiadError(msg)
                 self._cv.wait(0.2)
@@ -153,7 +153,7 @@ class Coordinator:
 
     def close(self) -> None:
         """The run ended: let the last checkpoint finish (unless the run failed), stop."""
-        if self.comp._failure is None:
+        if self.comp.failure is None:
             try:
                 self.committer.flush(self.bound)
             except NaiadError as exc:

@@ -57,7 +57,7 @@ def _deep_size(obj: Any, seen: Set[int]) -> int:
 def _arrangement_bytes(comp: naiad.Computation) -> int:
     seen: Set[int] = set()
     total = 0
-    for w in comp._workers:
+    for w in comp.local_workers:
         for v in w.vertices:
             traces = getattr(v, "traces", None)
             if callable(traces) and hasattr(v, "_compacted_at"):

@@ -38,7 +38,7 @@ def _exchange_program(comp):
     inp.on_completed()
     comp.join()
     elapsed = time.perf_counter() - t0
-    vertex = comp._workers[0].vertices[stage.stage.id]
+    vertex = comp.local_workers[0].vertices[stage.stage.id]
     return elapsed, vertex.n
 
 
@@ -131,7 +131,7 @@ def _barrier_program(comp):
     inp.on_next(list(range(comp.workers)) if comp.process_index == 0 else [])
     inp.on_completed()
     comp.join()
-    stamps = comp._workers[0].vertices[[s.id for s in comp.graph.stages
+    stamps = comp.local_workers[0].vertices[[s.id for s in comp.graph.stages
                                         if s.name == "bounce"][0]].stamps
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
