@@ -292,3 +292,15 @@ def test_components_at_more_workers_and_processes(processes, workers):
     edges = random_edges(200, 190, seed=processes * workers)
     dd_components.run(edges, dd_components.rewirings(edges, 4, seed=1), processes, workers,
                       check=True)
+
+
+def test_a_failing_join_result_names_the_function_and_the_pair():
+    def ratio(a, b):
+        return a / (b - 2)
+
+    def build(c):
+        return c.join(c, key=lambda r: r % 2, other_key=lambda r: r % 2, result=ratio)
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(build, [1, 2, 4])
+    msg = str(err.value)
+    assert "ratio" in msg and "ZeroDivisionError" in msg and "join(" in msg
