@@ -43,13 +43,20 @@ from naiad.progress.timestamp import Timestamp
 from naiad.progress.tracker import Tracker
 from naiad.vertex import StageInfo, Vertex
 
-__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH"]
+__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH", "RECORDS_PER_BATCH",
+           "PENDING_BEFORE_RECEIVE"]
 
 BATCHES_PER_STEP = 256
 """Batches delivered by one :meth:`WorkerState.run_pending` (the shell then looks at its inbox
 again, so it stays responsive to STOP)."""
 STEPS_BEFORE_FLUSH = 4
 """Rounds of local work after which progress is broadcast even if local work remains."""
+RECORDS_PER_BATCH = 1024
+"""A batch for another worker holds at most this many records (a larger one is cut, each part
+counted on its own), so that the bounded queues between workers bound bytes, not only batches."""
+PENDING_BEFORE_RECEIVE = 8
+"""The shell reads the transport only while fewer batches than this wait for delivery
+(:meth:`WorkerState.wants_data`): a worker behind leaves the rest in the bounded queues."""
 
 
 class Step(IntEnum):
@@ -262,6 +269,10 @@ class WorkerState:
             return _DONE
         return _IDLE
 
+    def wants_data(self) -> bool:
+        """Whether the shell should read more batches from the transport now."""
+        return len(self.pending) < PENDING_BEFORE_RECEIVE
+
     def run_pending(self) -> None:
         """Deliver up to :data:`BATCHES_PER_STEP` queued batches to their vertices."""
         pending = self.pending
@@ -331,6 +342,12 @@ class WorkerState:
                     self.meter.send(conn.id, dest, time, len(part))
                 if dest == me:
                     self.pending.append((conn, time, part))
+                    continue
+                n = len(part)
+                if n > RECORDS_PER_BATCH:
+                    add(conn.loc, time, (n - 1) // RECORDS_PER_BATCH)   # one count per cut
+                    for i in range(0, n, RECORDS_PER_BATCH):
+                        actions.append((DATA, dest, conn.id, time, part[i:i + RECORDS_PER_BATCH]))
                 else:
                     actions.append((DATA, dest, conn.id, time, part))
 
