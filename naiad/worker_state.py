@@ -37,13 +37,13 @@ from naiad.recovery import snapshot
 from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
-from naiad.partition import partition
+from naiad.partition import batch_cut, partition
 from naiad.progress.buffer import ProgressBuffer
 from naiad.progress.timestamp import Timestamp
 from naiad.progress.tracker import Tracker
 from naiad.vertex import StageInfo, Vertex
 
-__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH", "RECORDS_PER_BATCH",
+__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH",
            "PENDING_BEFORE_RECEIVE"]
 
 BATCHES_PER_STEP = 256
@@ -51,9 +51,6 @@ BATCHES_PER_STEP = 256
 again, so it stays responsive to STOP)."""
 STEPS_BEFORE_FLUSH = 4
 """Rounds of local work after which progress is broadcast even if local work remains."""
-RECORDS_PER_BATCH = 1024
-"""A batch for another worker holds at most this many records (a larger one is cut, each part
-counted on its own), so that the bounded queues between workers bound bytes, not only batches."""
 PENDING_BEFORE_RECEIVE = 8
 """The shell reads the transport only while fewer batches than this wait for delivery
 (:meth:`WorkerState.wants_data`): a worker behind leaves the rest in the bounded queues."""
@@ -344,10 +341,11 @@ class WorkerState:
                     self.pending.append((conn, time, part))
                     continue
                 n = len(part)
-                if n > RECORDS_PER_BATCH:
-                    add(conn.loc, time, (n - 1) // RECORDS_PER_BATCH)   # one count per cut
-                    for i in range(0, n, RECORDS_PER_BATCH):
-                        actions.append((DATA, dest, conn.id, time, part[i:i + RECORDS_PER_BATCH]))
+                cut = batch_cut(part)     # parts of about 1 MB: bounded queues bound bytes
+                if n > cut:
+                    add(conn.loc, time, (n - 1) // cut)   # one count per further part
+                    for i in range(0, n, cut):
+                        actions.append((DATA, dest, conn.id, time, part[i:i + cut]))
                 else:
                     actions.append((DATA, dest, conn.id, time, part))
 

@@ -4,12 +4,14 @@ Three bounds keep a fast producer from filling memory when the worker it sends t
 
 * **Queues.** A worker's data PUSH socket to another process holds at most :data:`SEND_HWM`
   messages and its PULL socket at most :data:`RECEIVE_HWM` (ZeroMQ high-water marks); the
-  kernel's TCP buffers hold a few MB more.  A message carries at most about
-  :data:`RECORDS_PER_MESSAGE` records, so with the batches cut to
-  :data:`naiad.worker_state.RECORDS_PER_BATCH` records, what waits between two workers is a few
-  messages of a few thousand records, however large the epoch.
+  kernel's TCP buffers hold a few MB more.  A message leaves once its records reach about
+  :data:`MESSAGE_BYTES` (estimated from the last message to the same worker; at first after
+  :data:`RECORDS_PER_MESSAGE` records), and batches are cut to about
+  :data:`naiad.partition.BATCH_BYTES`, so what waits between two workers is a few messages of
+  a few MB, however large the epoch.
 * **Receiving.** A worker reads its socket only while fewer than
-  :data:`naiad.worker_state.PENDING_BEFORE_RECEIVE` batches wait for delivery, and at most :data:`MESSAGES_PER_RECEIVE` messages at a time, so it
+  :data:`naiad.worker_state.PENDING_BEFORE_RECEIVE` batches wait for delivery, and about
+  :data:`RECEIVE_BYTES` at a time, so it
   works through its backlog in steps and leaves the rest in the (bounded) queue, where it holds
   back the sender.
 * **Sending.** A send that finds the queue full waits (:func:`wait_to_send`) until it has room;
@@ -46,17 +48,20 @@ import zmq
 
 from naiad.errors import NaiadError
 
-__all__ = ["SEND_HWM", "RECEIVE_HWM", "RECORDS_PER_MESSAGE", "MESSAGES_PER_RECEIVE",
+__all__ = ["SEND_HWM", "RECEIVE_HWM", "MESSAGE_BYTES", "RECORDS_PER_MESSAGE", "RECEIVE_BYTES",
            "wait_to_send"]
 
 SEND_HWM = 4
 """Messages a data PUSH socket queues for its destination before a send waits."""
 RECEIVE_HWM = 4
 """Messages a data PULL socket queues before ZeroMQ stops reading the connection."""
+MESSAGE_BYTES = 1 << 20
+"""Bytes (estimated) after which a worker's buffered items for one destination leave."""
 RECORDS_PER_MESSAGE = 2048
-"""Records after which a worker's buffered items for one destination leave as a message."""
-MESSAGES_PER_RECEIVE = 4
-"""Messages one receive takes from the socket (the rest waits there, bounded)."""
+"""Records after which buffered items leave while no size per record is known yet."""
+RECEIVE_BYTES = 4 << 20
+"""One receive stops taking messages from the socket after this many bytes (the rest waits
+there, bounded)."""
 
 _POLL_MS = 200
 

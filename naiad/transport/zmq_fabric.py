@@ -28,7 +28,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.messages import DATA, PROGRESS, STOP
-from naiad.transport.backpressure import (MESSAGES_PER_RECEIVE, RECEIVE_HWM,
+from naiad.transport.backpressure import (MESSAGE_BYTES, RECEIVE_BYTES, RECEIVE_HWM,
                                           RECORDS_PER_MESSAGE, SEND_HWM, wait_to_send)
 from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
@@ -81,6 +81,7 @@ class ZmqFabric:
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
         self._out: List[Dict[int, list]] = [{} for _ in range(n)]
         self._out_records: List[Dict[int, int]] = [{} for _ in range(n)]
+        self._flush_at: Dict[int, int] = {}   # records per message to a worker, from its last
         self._stash: List[list] = [[] for _ in range(n)]   # read while waiting in a send
         self.send_timeout = float(options.get("send_timeout", 300.0))
         self.send_waits = 0          # sends that found their queue full (for benchmarks)
@@ -197,7 +198,7 @@ class ZmqFabric:
         items.append((DATA, conn_id, time, records))
         counts = self._out_records[src - self.first]
         n = counts.get(dst, 0) + len(records)
-        if len(items) >= _ITEMS_BEFORE_FLUSH or n >= RECORDS_PER_MESSAGE:
+        if len(items) >= _ITEMS_BEFORE_FLUSH or n >= self._flush_at.get(dst, RECORDS_PER_MESSAGE):
             out[dst] = []
             counts[dst] = 0
             self._send_items(src, dst, items)
@@ -241,10 +242,10 @@ class ZmqFabric:
 
     def receive(self, local_index: int) -> Any:
         """Messages waiting on the worker's own socket, in the order their senders sent them:
-        what it read while waiting in a send, then at most :data:`MESSAGES_PER_RECEIVE` more."""
+        what it read while waiting in a send, then about :data:`RECEIVE_BYTES` more."""
         got = self._stash[local_index]
         self._stash[local_index] = []
-        self._read(local_index, got, MESSAGES_PER_RECEIVE)
+        self._read(local_index, got, RECEIVE_BYTES)
         return got
 
     def _read(self, local_index: int, got: list, limit: float) -> None:
@@ -255,7 +256,7 @@ class ZmqFabric:
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
             got.extend(decode(frames[1].buffer, [f.buffer for f in frames[2:]]))
-            limit -= 1
+            limit -= sum(len(f) for f in frames)
 
     def wait(self, local_index: int, timeout: float):
         """Block on the worker's socket and wake-up pipe; the worker then looks at both."""
@@ -291,6 +292,10 @@ class ZmqFabric:
         if sock is None:
             socks[dst] = sock = connect_push(self.ctx, self.keys, self.worker_endpoints[dst],
                                              hwm=SEND_HWM)
+        size = len(payload) + sum(b.raw().nbytes for b in buffers)
+        records = sum(len(it[3]) for it in items if it[0] == DATA)
+        if records:
+            self._flush_at[dst] = max(64, MESSAGE_BYTES * records // max(size, 1))
         frames: List[Any] = [BATCH, payload, *buffers]
         copy = not buffers and len(payload) < 65536
         try:
@@ -302,7 +307,7 @@ class ZmqFabric:
                          lambda: self._check_destination(src, dst), self.send_timeout,
                          lambda: self._describe(src, dst))
         self.messages_sent += 1
-        self.bytes_sent += len(payload) + sum(b.raw().nbytes for b in buffers)
+        self.bytes_sent += size
 
     def _check_destination(self, src: int, dst: int) -> None:
         """Raise when the computation failed or ``dst``'s process has ended."""
