@@ -51,9 +51,9 @@ from naiad.errors import NaiadError
 __all__ = ["SEND_HWM", "RECEIVE_HWM", "MESSAGE_BYTES", "RECORDS_PER_MESSAGE", "RECEIVE_BYTES",
            "wait_to_send"]
 
-SEND_HWM = 4
+SEND_HWM = 16
 """Messages a data PUSH socket queues for its destination before a send waits."""
-RECEIVE_HWM = 4
+RECEIVE_HWM = 16
 """Messages a data PULL socket queues before ZeroMQ stops reading the connection."""
 MESSAGE_BYTES = 1 << 20
 """Bytes (estimated) after which a worker's buffered items for one destination leave."""
