@@ -4,12 +4,16 @@ deadlock), and a destination that never drains is named.  Real processes, real Z
 
 import hashlib
 import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import naiad
 import stages
+from naiad.testing import free_ports
 
 RECORD = 1024          # bytes per record
 
@@ -139,3 +143,24 @@ def test_a_destination_that_never_drains_is_named_after_send_timeout():
     with pytest.raises(naiad.NaiadError, match=r"worker 1 of process 1 .*send_timeout") as err:
         naiad.execute(_stuck(60_000), processes=2, workers=1, send_timeout=2)
     assert time.monotonic() - t0 < 25, str(err.value)
+
+
+
+def test_a_sender_waiting_for_a_process_that_died_fails_fast():
+    """Processes started by hand (no launcher kills the survivor): process 1 exits while process
+    0 waits for room in its queue to it (send_timeout is 120 s); process 0's wait ends with the
+    failure, naming process 1, within seconds."""
+    script = str(Path(__file__).parent / "hand_started_dying_receiver.py")
+    ports = [str(p) for p in free_ports(2)]
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, script, str(i), *ports], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        out = procs[0].communicate(timeout=60)[0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+    assert procs[1].returncode == 3
+    assert out.startswith("0 ") and "process 1" in out and "ok" not in out.split()[:2], out
+    assert time.monotonic() - t0 < 20, out
