@@ -116,6 +116,8 @@ OPTIONS: Dict[str, Tuple[Any, Callable[[str, Any], None], bool, str]] = {
     "report_to": (None, _kind(str, text="a URL"), True,
                   "monitor page served by another process (set by launchers)"),
     "progress": (None, _BOOL, True, "progress in the terminal (execute, naiad.spark.execute)"),
+    "send_timeout": (300.0, _number(True), False,
+                     "seconds a worker waits to send to a worker that does not drain its queue"),
     "max_epochs_in_flight": (16, _integer(1), True,
                              "on_next blocks while this many epochs are fed and not complete "
                              "(None: no bound)"),

@@ -24,7 +24,8 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches", "route_keys"]
+__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches", "route_keys",
+           "batch_cut", "BATCH_BYTES"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -145,6 +146,24 @@ def release_caches() -> None:
 # because key_hash gives equal keys the same value, whatever their type.
 _CACHE_LIMIT = 1 << 20
 _caches: Dict[int, Dict[Any, int]] = {}
+
+
+BATCH_BYTES = 1 << 20
+"""A batch for another worker of more than 1,024 records is cut to about this many bytes (its
+first record pickled is the sample), so that the bounded queues between workers
+(:mod:`naiad.transport.backpressure`) bound bytes, not only messages."""
+
+
+def batch_cut(records: Sequence[Any]) -> int:
+    """Records per part when ``records`` go to another worker (``len(records)``: no cut)."""
+    n = len(records)
+    if n <= 1024:
+        return n
+    try:
+        size = len(pickle.dumps(records[0], protocol=5))
+    except Exception:
+        return n
+    return max(1024, BATCH_BYTES // max(size, 1))
 
 
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:

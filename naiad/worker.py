@@ -135,8 +135,9 @@ class Worker:
     def _take_inbox(self) -> None:
         state = self.state
         handle = state.handle
-        for msg in self.fabric.receive(self.local_index):
-            handle(msg)
+        if state.wants_data():      # else the rest waits in the bounded queues (flow control)
+            for msg in self.fabric.receive(self.local_index):
+                handle(msg)
         inbox = self.inbox
         while not inbox.empty():
             try:

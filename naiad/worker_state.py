@@ -37,19 +37,23 @@ from naiad.recovery import snapshot
 from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
-from naiad.partition import partition
+from naiad.partition import batch_cut, partition
 from naiad.progress.buffer import ProgressBuffer
 from naiad.progress.timestamp import Timestamp
 from naiad.progress.tracker import Tracker
 from naiad.vertex import StageInfo, Vertex
 
-__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH"]
+__all__ = ["WorkerState", "Step", "BATCHES_PER_STEP", "STEPS_BEFORE_FLUSH",
+           "PENDING_BEFORE_RECEIVE"]
 
 BATCHES_PER_STEP = 256
 """Batches delivered by one :meth:`WorkerState.run_pending` (the shell then looks at its inbox
 again, so it stays responsive to STOP)."""
 STEPS_BEFORE_FLUSH = 4
 """Rounds of local work after which progress is broadcast even if local work remains."""
+PENDING_BEFORE_RECEIVE = 8
+"""The shell reads the transport only while fewer batches than this wait for delivery
+(:meth:`WorkerState.wants_data`): a worker behind leaves the rest in the bounded queues."""
 
 
 class Step(IntEnum):
@@ -262,6 +266,10 @@ class WorkerState:
             return _DONE
         return _IDLE
 
+    def wants_data(self) -> bool:
+        """Whether the shell should read more batches from the transport now."""
+        return len(self.pending) < PENDING_BEFORE_RECEIVE
+
     def run_pending(self) -> None:
         """Deliver up to :data:`BATCHES_PER_STEP` queued batches to their vertices."""
         pending = self.pending
@@ -331,6 +339,13 @@ class WorkerState:
                     self.meter.send(conn.id, dest, time, len(part))
                 if dest == me:
                     self.pending.append((conn, time, part))
+                    continue
+                n = len(part)
+                cut = batch_cut(part)     # parts of about 1 MB: bounded queues bound bytes
+                if n > cut:
+                    add(conn.loc, time, (n - 1) // cut)   # one count per further part
+                    for i in range(0, n, cut):
+                        actions.append((DATA, dest, conn.id, time, part[i:i + cut]))
                 else:
                     actions.append((DATA, dest, conn.id, time, part))
 

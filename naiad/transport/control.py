@@ -39,12 +39,12 @@ _GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (i
 
 
 def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
-                 heartbeat_timeout: Optional[float] = None) -> zmq.Socket:
+                 heartbeat_timeout: Optional[float] = None, hwm: int = 0) -> zmq.Socket:
     """A PUSH socket to ``endpoint`` (with CURVE when ``keys``; with ZeroMQ heartbeats when
-    ``heartbeat_timeout`` is given)."""
+    ``heartbeat_timeout`` is given; queueing at most ``hwm`` messages, 0: no bound)."""
     sock = ctx.socket(zmq.PUSH)
     sock.linger = 0
-    sock.sndhwm = 0
+    sock.sndhwm = hwm
     if heartbeat_timeout is not None:
         ms = max(100, int(heartbeat_timeout * 1000))
         sock.setsockopt(zmq.HEARTBEAT_IVL, max(50, min(1000, ms // 4)))

@@ -5,7 +5,9 @@ there, in order, everything it addresses to that worker: data batches and progre
 accumulated during a step and pickled together as one message, so the channel between two
 workers is FIFO and no message is sent per record.  An idle worker blocks on its socket and on a
 wake-up pipe that local senders write to, so remote messages reach it without a thread hop.
-Workers of this process are reached through their inboxes, by reference.
+Workers of this process are reached through their inboxes, by reference.  The queues between
+processes are bounded and a full one makes its sender wait, reading its own socket meanwhile
+(:mod:`naiad.transport.backpressure` states the bounds and argues the absence of deadlock).
 
 Start-up, heartbeats, barriers, failure relay and the final goodbye are the control plane's
 (:class:`naiad.transport.control.ControlPlane`).  The fabric implements
@@ -26,6 +28,8 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.messages import DATA, PROGRESS, STOP
+from naiad.transport.backpressure import (MESSAGE_BYTES, RECEIVE_BYTES, RECEIVE_HWM,
+                                          RECORDS_PER_MESSAGE, SEND_HWM, wait_to_send)
 from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.wire import decode, encode
@@ -76,6 +80,11 @@ class ZmqFabric:
         n = workers_per_process
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
         self._out: List[Dict[int, list]] = [{} for _ in range(n)]
+        self._out_records: List[Dict[int, int]] = [{} for _ in range(n)]
+        self._flush_at: Dict[int, int] = {}   # records per message to a worker, from its last
+        self._stash: List[list] = [[] for _ in range(n)]   # read while waiting in a send
+        self.send_timeout = float(options.get("send_timeout", 300.0))
+        self.send_waits = 0          # sends that found their queue full (for benchmarks)
         self._data_pull: List[zmq.Socket] = []
         self._pollers: List[zmq.Poller] = []
         self._sleeping = [False] * n
@@ -127,6 +136,7 @@ class ZmqFabric:
         for i in range(self.workers_per_process):
             sock = self.ctx.socket(zmq.PULL)
             sock.linger = 0
+            sock.rcvhwm = RECEIVE_HWM
             self.keys.serve(sock)
             sock.bind(data_bind)
             self._data_pull.append(sock)
@@ -186,9 +196,14 @@ class ZmqFabric:
         if items is None:
             out[dst] = items = []
         items.append((DATA, conn_id, time, records))
-        if len(items) >= _ITEMS_BEFORE_FLUSH:
-            self._send_items(src, dst, items)
+        counts = self._out_records[src - self.first]
+        n = counts.get(dst, 0) + len(records)
+        if len(items) >= _ITEMS_BEFORE_FLUSH or n >= self._flush_at.get(dst, RECORDS_PER_MESSAGE):
             out[dst] = []
+            counts[dst] = 0
+            self._send_items(src, dst, items)
+        else:
+            counts[dst] = n
 
     def broadcast_progress(self, src: int, updates: list) -> None:
         self.progress_messages += 1
@@ -219,29 +234,37 @@ class ZmqFabric:
 
     def flush(self, src: int) -> None:
         out = self._out[src - self.first]
-        for dst, items in out.items():
+        self._out_records[src - self.first].clear()
+        while out:
+            dst, items = out.popitem()
             if items:
                 self._send_items(src, dst, items)
-        out.clear()
 
     def receive(self, local_index: int) -> Any:
-        """Messages waiting on the worker's own socket, in the order their senders sent them."""
+        """Messages waiting on the worker's own socket, in the order their senders sent them:
+        what it read while waiting in a send, then about :data:`RECEIVE_BYTES` more."""
+        got = self._stash[local_index]
+        self._stash[local_index] = []
+        self._read(local_index, got, RECEIVE_BYTES)
+        return got
+
+    def _read(self, local_index: int, got: list, limit: float) -> None:
         sock = self._data_pull[local_index]
-        got: list = []
-        while sock.get(zmq.EVENTS) & zmq.POLLIN:  # type: ignore[arg-type]
+        while limit > 0 and sock.get(zmq.EVENTS) & zmq.POLLIN:  # type: ignore[arg-type, operator]
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
             got.extend(decode(frames[1].buffer, [f.buffer for f in frames[2:]]))
-        return got
+            limit -= sum(len(f) for f in frames)
 
     def wait(self, local_index: int, timeout: float):
         """Block on the worker's socket and wake-up pipe; the worker then looks at both."""
         self._sleeping[local_index] = True
         try:
             events: Any = self._data_pull[local_index].get(zmq.EVENTS)  # type: ignore[arg-type]
-            if self.inboxes[local_index].empty() and not events & zmq.POLLIN:
+            if (self.inboxes[local_index].empty() and not events & zmq.POLLIN
+                    and not self._stash[local_index]):
                 self._pollers[local_index].poll(int(timeout * 1000))
             try:
                 os.read(self._worker_wake[local_index][0], 65536)
@@ -263,16 +286,43 @@ class ZmqFabric:
             except Exception:
                 self.hooks.explain_unpicklable(src, items)
                 raise
-        socks = self._push[src - self.first]
+        local = src - self.first
+        socks = self._push[local]
         sock = socks.get(dst)
         if sock is None:
-            socks[dst] = sock = connect_push(self.ctx, self.keys, self.worker_endpoints[dst])
-        if buffers:
-            sock.send_multipart([BATCH, payload, *buffers], copy=False)
-        else:
-            sock.send_multipart([BATCH, payload], copy=len(payload) < 65536)
+            socks[dst] = sock = connect_push(self.ctx, self.keys, self.worker_endpoints[dst],
+                                             hwm=SEND_HWM)
+        size = len(payload) + sum(b.raw().nbytes for b in buffers)
+        records = sum(len(it[3]) for it in items if it[0] == DATA)
+        if records:
+            self._flush_at[dst] = max(64, MESSAGE_BYTES * records // max(size, 1))
+        frames: List[Any] = [BATCH, payload, *buffers]
+        copy = not buffers and len(payload) < 65536
+        try:
+            sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
+        except zmq.Again:
+            self.send_waits += 1
+            wait_to_send(sock, frames, copy, self._data_pull[local],
+                         lambda: self._read(local, self._stash[local], float("inf")),
+                         lambda: self._check_destination(src, dst), self.send_timeout,
+                         lambda: self._describe(src, dst))
         self.messages_sent += 1
-        self.bytes_sent += len(payload) + sum(b.raw().nbytes for b in buffers)
+        self.bytes_sent += size
+
+    def _check_destination(self, src: int, dst: int) -> None:
+        """Raise when the computation failed or ``dst``'s process has ended."""
+        self.hooks.check_failed()
+        assert self.control is not None
+        proc = dst // self.workers_per_process
+        if proc in self.control.done_from:
+            msg = (f"{self._describe(src, dst)} has ended (or failed) with data of worker "
+                   f"{src} still to deliver")
+            raise ComputationFailed(msg)
+
+    def _describe(self, src: int, dst: int) -> str:
+        proc = dst // self.workers_per_process
+        return (f"worker {dst} of process {proc} ({self.worker_endpoints.get(dst, '?')}), to "
+                f"which worker {src} of process {self.process_index} sends,")
 
     # ---- stopping -------------------------------------------------------------------------------
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
