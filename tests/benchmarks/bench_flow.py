@@ -8,7 +8,7 @@
 * one epoch: process 0 feeds one epoch of 200,000 records of 1 KB (about 200 MB) into a vertex
   of process 1 that takes 5 ms per batch (about 1 s in all), against a baseline of 1,000
   records.  Goal: the receiver under its baseline + 40 MB (the bound on what the queues and its
-  pending batches hold, about 20,000 records), the sender under its baseline + the epoch it
+  pending batches hold: about 16 + 8 + 4 MB), the sender under its baseline + the epoch it
   built and keeps + 40 MB.
 * balanced: 2 processes count 2,000,000 words in 200 epochs (an exchange, no slow stage), best
   of 5 interleaved, without a bound and with the default.  Goal: at most 5% slower.
