@@ -202,6 +202,9 @@ class _Supervisor:
         try:
             while len(self.outcome) < len(self.procs):
                 for key, _ in sel.select(self._wait()):
+                    if sel.get_map().get(key.fd) is not key:
+                        continue    # unregistered (and maybe closed) by an earlier event
+                                    # of this same batch: an exit seen before its link's EOF
                     what, i = key.data
                     if what == "exit":
                         sel.unregister(key.fileobj)
