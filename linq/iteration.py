@@ -23,7 +23,7 @@ from naiad.vertex import Vertex
 from linq.core import fn_name, need_callable
 from linq.invariant import Loop, held
 
-__all__ = ["iterate", "iterate_and_accumulate"]
+__all__ = ["iterate", "iterate_and_accumulate", "takes_loop"]
 
 
 class _AtCounter(Vertex):
@@ -47,7 +47,7 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)
     x = entered.concat(fb.stream)
     shaped: Any = body             # body(stream) or body(loop, stream), told apart at run time
-    out = shaped(Loop(loop, iterations), x) if _takes_loop(body) else shaped(x)
+    out = shaped(Loop(loop, iterations), x) if takes_loop(body) else shaped(x)
     if not isinstance(out, Stream) or out.scope is not loop.scope:
         got = (f"a stream of scope {out.scope.path()}" if isinstance(out, Stream)
                else f"{type(out).__name__} {out!r}")
@@ -62,7 +62,7 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
     return loop, out
 
 
-def _takes_loop(body: Callable) -> bool:
+def takes_loop(body: Callable) -> bool:
     """Whether ``body`` takes ``(loop, stream)`` rather than ``(stream)``."""
     try:
         sig = inspect.signature(body)

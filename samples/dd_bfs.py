@@ -24,7 +24,7 @@ import sys
 import time
 from operator import itemgetter
 from collections import deque
-from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
 from linq import differential as dd

@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from operator import itemgetter
-from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
-from linq.differential.testing import replay
+from linq.differential.testing import feed_timed, replay
 from samples.debian import real_graph
 from samples.graphs import random_edges
 
@@ -107,7 +106,8 @@ def rewirings(edges: Sequence[Edge], count: int, seed: int = 0) -> List[List[Tup
 def run(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
         processes: int = 1, workers: int = 1, check: bool = False, echo: bool = False
         ) -> List[dict]:
-    """The computation; returns per process ``{"initial": s, "latencies": [s], "labels": ...}``.
+    """The computation; returns per process ``{"initial": s, "latencies": [s], "results": ...}``
+    (``results`` as collected: ``{epoch: [(label, diff), ...]}``).
 
     With ``check``, each epoch's labels are compared with :func:`oracle` recomputed from scratch.
     """
@@ -119,20 +119,8 @@ def run(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
         got = labels.collect()
         probe = labels.probe()
         comp.activate()
-        me, n = comp.process_index, comp.processes
-        t0 = time.perf_counter()
-        inp.on_next(sym[me::n])
-        probe.wait(0)
-        initial = time.perf_counter() - t0
-        latencies = []
-        for epoch, changes in enumerate(updates, start=1):
-            t0 = time.perf_counter()
-            inp.update(list(changes)[me::n])
-            probe.wait(epoch)
-            latencies.append(time.perf_counter() - t0)
-            if echo and me == 0:
-                print(f"epoch {epoch}: {len(changes)} changes, {latencies[-1] * 1e3:.1f} ms")
-        inp.on_completed()
+        show = _echo if echo and comp.process_index == 0 else None
+        initial, latencies = feed_timed(comp, inp, probe, sym, updates, show)
         comp.join()
         return {"initial": initial, "latencies": latencies, "results": got.results}
 
@@ -144,6 +132,10 @@ def run(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
                 msg = f"epoch {epoch}: the labels differ from the oracle"
                 raise AssertionError(msg)
     return out
+
+
+def _echo(epoch: int, changes: int, seconds: float) -> None:
+    print(f"epoch {epoch}: {changes} changes, {seconds * 1e3:.1f} ms")
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import naiad
 from linq import differential as dd
 from linq.differential import Collection
-from linq.differential.testing import replay
+from linq.differential.testing import feed_timed, replay
 from samples.textdata import read_lines, stdlib_text_files
 
 __all__ = ["word_counts", "epochs_of_files", "run", "main"]
@@ -78,16 +77,7 @@ def run(initial: Sequence[Line], updates: Sequence[Sequence[Tuple[Line, int]]],
         got = counts.collect()
         probe = counts.probe()
         comp.activate()
-        me, n = comp.process_index, comp.processes
-        inp.on_next(list(initial)[me::n])
-        probe.wait(0)
-        latencies = []
-        for epoch, u in enumerate(updates, start=1):
-            t0 = time.perf_counter()
-            inp.update(list(u)[me::n])
-            probe.wait(epoch)
-            latencies.append(time.perf_counter() - t0)
-        inp.on_completed()
+        _, latencies = feed_timed(comp, inp, probe, initial, updates)
         comp.join()
         return {"results": got.results, "latencies": latencies}
     return naiad.execute(program, processes=processes, workers=workers)

@@ -16,7 +16,7 @@ import naiad
 import stages
 from naiad.testing import free_ports, run
 from naiad.transport.security import needs_authentication
-from tests import dist_programs
+from tests import dist_programs, procfs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -333,30 +333,14 @@ def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path
     deadline = time.monotonic() + 60
     children = []
     while time.monotonic() < deadline and len(children) < 2:
-        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == launcher.pid]
+        children = procfs.children(launcher.pid)
         time.sleep(0.1)
     assert len(children) == 2 and list(tmp.glob("naiad-*")), "the run did not start"
     launcher.send_signal(signal.SIGTERM)
     assert launcher.wait(timeout=20) == 128 + signal.SIGTERM
     assert not list(tmp.glob("naiad-*")), "the private directory (with the secret) was left"
     time.sleep(0.5)
-    assert not [c for c in children if _alive(c)], "children outlived the launcher"
-
-
-def _parent(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not [c for c in children if procfs.alive(c)], "children outlived the launcher"
 
 
 def test_a_vertex_factory_failing_in_one_process_reaches_the_other_at_once():

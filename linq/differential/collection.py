@@ -23,7 +23,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tup
 import stages
 from naiad.errors import GraphError
 from naiad.graph import Stream
-from linq.core import ITERABLE, UserFunctionError, call, emit, fn_name, label, need_callable
+from linq.core import UserFunctionError, call, emit, label, need_callable
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 

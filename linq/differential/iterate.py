@@ -20,12 +20,12 @@ product order, hold at every iteration: the same collection in each, shipped onc
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Optional
 
 from naiad.errors import GraphError
 from naiad.loops import LoopContext
 from linq.core import fn_name, need_callable
+from linq.iteration import takes_loop
 from linq.differential.collection import Collection
 
 __all__ = ["Loop", "iterate"]
@@ -70,7 +70,7 @@ def iterate(collection: Collection, body: Callable[..., Collection],
     fb = context.feedback(max_iterations=max_iterations)
     x = Collection(entered.stream.concat(fb.stream))
     loop = Loop(context, collection.scope)
-    out = body(loop, x) if _takes_loop(body) else body(x)
+    out = body(loop, x) if takes_loop(body) else body(x)
     if not isinstance(out, Collection):
         msg = (f"iterate: the body {fn_name(body)} must return a differential Collection "
                f"computed in its loop; got {type(out).__name__} {out!r:.80}")
@@ -88,16 +88,6 @@ def iterate(collection: Collection, body: Callable[..., Collection],
         back = back.consolidate()
     fb.connect(back.stream)
     return Collection(context.exit(out.stream))
-
-
-def _takes_loop(body: Callable) -> bool:
-    """Whether ``body`` takes ``(loop, x)`` rather than ``(x)``."""
-    try:
-        params = inspect.signature(body).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 Collection.iterate = iterate           # type: ignore[method-assign]

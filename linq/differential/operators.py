@@ -31,7 +31,7 @@ from linq.core import UserFunctionError, fn_name
 from linq.differential.lattice import lower_bound, lub
 from linq.differential.trace import Trace
 
-__all__ = ["LinearVertex", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic"]
+__all__ = ["LinearVertex", "Arranged", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic"]
 
 # logic(key, input) -> output, both as {record: count}; ``input`` has no zero counts.
 Logic = Callable[[Hashable, Dict[Any, int]], Dict[Any, int]]
@@ -69,7 +69,7 @@ class LinearVertex(Vertex):
         pass
 
 
-class _Arranged(Vertex):
+class Arranged(Vertex):
     """A vertex holding traces, compacted whenever its frontier moves."""
 
     _observer = True            # the worker tells it the frontier at its input
@@ -120,7 +120,7 @@ class _Arranged(Vertex):
         self.__dict__.update(state)
 
 
-class JoinVertex(_Arranged):
+class JoinVertex(Arranged):
     """``result(a, b)`` for every pair of updates with equal keys, at the lub of their times."""
 
     def __init__(self, op: str, result: Callable[[Any, Any], Any], key_fn: Any):
@@ -202,7 +202,7 @@ class JoinVertex(_Arranged):
                                 f"raised {type(exc).__name__}: {exc}") from exc
 
 
-class ReduceVertex(_Arranged):
+class ReduceVertex(Arranged):
     """Keeps ``output[t] == logic(input[t])`` per key, recomputing only keys that changed."""
 
     def __init__(self, op: str, logic: Logic, key_fn: Any, fn: Any = None,

@@ -7,15 +7,18 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import naiad
 from naiad.testing import shard
 from linq.differential.collection import Collection
 from linq.differential.inputs import new_input
+from linq.differential.operators import Arranged
+from linq.differential.trace import Trace
 
-__all__ = ["run_dd", "arrangement_sizes", "replay", "Change"]
+__all__ = ["run_dd", "arrangements", "arrangement_sizes", "replay", "feed_timed", "Change"]
 
 Change = Tuple[Any, int]
 
@@ -55,20 +58,22 @@ def _sorted(changes: List[Change]) -> List[Change]:
         return sorted(changes, key=repr)
 
 
-def arrangement_sizes(comp: naiad.Computation) -> List[Tuple[str, int, int]]:
-    """``(stage, keys, updates)`` for every trace of this process's differential operators.
+def arrangements(comp: naiad.Computation) -> Iterator[Tuple[str, Trace]]:
+    """``(stage, trace)`` for every trace of this process's differential operators.
 
     For tests and diagnostics: call it from the program while the workers wait (after a probe
     says an epoch is complete), never while they run.
     """
-    out = []
     for w in comp.local_workers:
         for v in w.vertices:
-            traces = getattr(v, "traces", None)
-            if callable(traces) and hasattr(v, "_compacted_at"):
-                for tr in traces():
-                    out.append((v.stage.name, len(tr), tr.updates()))
-    return out
+            if isinstance(v, Arranged):
+                for tr in v.traces():
+                    yield v.stage.name, tr
+
+
+def arrangement_sizes(comp: naiad.Computation) -> List[Tuple[str, int, int]]:
+    """``(stage, keys, updates)`` for every trace of :func:`arrangements`."""
+    return [(stage, len(tr), tr.updates()) for stage, tr in arrangements(comp)]
 
 
 def replay(initial: Iterable[Any], updates: Sequence[Sequence[Change]],
@@ -96,3 +101,31 @@ def replay(initial: Iterable[Any], updates: Sequence[Sequence[Change]],
                 acc[r] = acc.get(r, 0) + d
         acc = {r: n for r, n in acc.items() if n}
         yield epoch, current, dict(acc)
+
+
+def feed_timed(comp: naiad.Computation, inp: Any, probe: Any, initial: Sequence[Any],
+               updates: Sequence[Sequence[Change]],
+               echo: Optional[Callable[[int, int, float], Any]] = None
+               ) -> Tuple[float, List[float]]:
+    """Feed this process's share of ``initial`` (epoch 0) and of each of ``updates`` (one epoch
+    each) into the input collection ``inp``, waiting at ``probe`` for every epoch.
+
+    Returns the seconds the initial epoch took and each update's latency (``update`` to the
+    epoch complete at the probe); ``echo(epoch, changes, seconds)`` is called after each update.
+    The input is completed at the end.
+    """
+    me, n = comp.process_index, comp.processes
+    t0 = time.perf_counter()
+    inp.on_next(list(initial)[me::n])
+    probe.wait(0)
+    first = time.perf_counter() - t0
+    latencies = []
+    for epoch, changes in enumerate(updates, start=1):
+        t0 = time.perf_counter()
+        inp.update(list(changes)[me::n])
+        probe.wait(epoch)
+        latencies.append(time.perf_counter() - t0)
+        if echo is not None:
+            echo(epoch, len(changes), latencies[-1])
+    inp.on_completed()
+    return first, latencies

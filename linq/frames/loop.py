@@ -36,7 +36,7 @@ from naiad.errors import GraphError
 from naiad.graph import Stream
 from linq.core import fn_name, need_callable
 from linq.invariant import Loop
-from linq.iteration import _takes_loop, iterate as iterate_records
+from linq.iteration import iterate as iterate_records, takes_loop
 
 if TYPE_CHECKING:  # pragma: no cover
     from linq.frames.stream import FrameStream
@@ -71,7 +71,7 @@ def iterate(frames: "FrameStream", body: Callable, iterations: int,
     """The stream of :meth:`FrameStream.iterate` (``wrap`` makes a FrameStream of a Stream)."""
     need_callable("frames.iterate", "body", body,
                   "body(frames) -> frames or body(loop, frames) -> frames")
-    two = _takes_loop(body)
+    two = takes_loop(body)
 
     def step(loop: Loop, s: Stream) -> Stream:
         f = wrap(s)

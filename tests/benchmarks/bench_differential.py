@@ -20,11 +20,11 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, Set
 
 import naiad
 from linq import differential as dd
-from linq.differential.trace import Trace
+from linq.differential.testing import arrangements
 from samples import components as linq_cc, dd_components
 from samples.debian import real_graph
 from tests.benchmarks.report import table, update_section
@@ -56,14 +56,7 @@ def _deep_size(obj: Any, seen: Set[int]) -> int:
 
 def _arrangement_bytes(comp: naiad.Computation) -> int:
     seen: Set[int] = set()
-    total = 0
-    for w in comp.local_workers:
-        for v in w.vertices:
-            traces = getattr(v, "traces", None)
-            if callable(traces) and hasattr(v, "_compacted_at"):
-                for tr in traces():
-                    total += _deep_size(tr.index, seen)
-    return total
+    return sum(_deep_size(tr.index, seen) for _, tr in arrangements(comp))
 
 
 def memory(edges, epochs: int) -> Dict[str, float]:
