@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import cloudpickle
 
 from naiad.files import write_atomic
-from naiad.errors import ComputationFailed, NaiadError, VertexError
+from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
 from naiad.transport.security import resolve_secret
 
@@ -131,7 +131,8 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                        str(workers), str(theirs.fileno())]
                 procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
                                               pass_fds=(theirs.fileno(),)))
-        return _Supervisor(procs, links, rendezvous_timeout(options)).run()
+        return _Supervisor(procs, links, rendezvous_timeout(options),
+                           float(options.get("heartbeat_timeout") or 6.0)).run()
     finally:
         for link in links:
             link.close()
@@ -172,7 +173,7 @@ class _Supervisor:
     results, notices exits (a link at end of file), and stops everyone after a failure."""
 
     def __init__(self, procs: List[subprocess.Popen], links: List[socket.socket],
-                 rendezvous_timeout: float):
+                 rendezvous_timeout: float, heartbeat_timeout: float = 6.0):
         self.procs, self.links = procs, links
         self.readers = [MessageReader() for _ in procs]
         self.endpoints: Dict[int, str] = {}
@@ -185,6 +186,11 @@ class _Supervisor:
         self.rendezvous_timeout = rendezvous_timeout
         self.launcher_failure: Optional[ComputationFailed] = None
         self.pidfds: Dict[int, int] = {}    # a descriptor readable when process i exits
+        # Once a process has ended, the peers' heartbeats no longer watch the others: the
+        # launcher looks at their scheduler state itself, every half heartbeat_timeout.
+        self.heartbeat_timeout = heartbeat_timeout
+        self.halted_since: Dict[int, float] = {}
+        self.next_look: Optional[float] = None
 
     def run(self) -> List[Any]:
         """Supervise until every process ended; their results in order, or the root failure.
@@ -258,7 +264,8 @@ class _Supervisor:
         now = time.monotonic()
         deadlines = [d for d in (self.rendezvous_deadline,
                                  None if self.first_failure_at is None
-                                 else self.first_failure_at + _GRACE) if d is not None]
+                                 else self.first_failure_at + _GRACE,
+                                 self.next_look) if d is not None]
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _message(self, i: int, kind: bytes, body: bytes) -> None:
@@ -295,6 +302,26 @@ class _Supervisor:
             first = ("the launcher" if self.launcher_failure is not None
                      else f"process {self.order[0]}")
             self._kill(f"{first} failed {_GRACE:g} s earlier")
+        if self.next_look is not None and now >= self.next_look:
+            self._look_for_halted(now)
+
+    def _look_for_halted(self, now: float) -> None:
+        """After a process ended, kill those of the others that stay stopped (SIGSTOP) for
+        heartbeat_timeout: the peers that would have noticed are gone.  A process held by a
+        debugger (state ``t``) is left alone."""
+        self.next_look = now + self.heartbeat_timeout / 2
+        for i, p in enumerate(self.procs):
+            if i in self.outcome or p.poll() is not None:
+                continue
+            if _scheduler_state(p.pid) != "T":
+                self.halted_since.pop(i, None)
+                continue
+            since = self.halted_since.setdefault(i, now)
+            if now - since >= self.heartbeat_timeout:
+                ended = ", ".join(f"process {j}" for j in sorted(self.outcome))
+                self._kill_one(i, f"it stayed stopped (SIGSTOP) for "
+                                  f"{self.heartbeat_timeout:g} s (the heartbeat_timeout "
+                                  f"option) after {ended} ended")
 
     def _fail_all(self, why: str) -> None:
         """A launcher-side failure (the rendezvous timed out): it is the root cause."""
@@ -328,6 +355,13 @@ class _Supervisor:
             self.order.append(i)
             if self.first_failure_at is None:
                 self.first_failure_at = time.monotonic()
+            gone = res[1]
+            if isinstance(gone, RemoteFailure) and gone.error is None:
+                # Process i found that peer unresponsive (or vanished): it will not report a
+                # cause of its own, so there is no point in the grace period for it.
+                self._kill_one(gone.process, f"process {i} found it gone: {gone}")
+        if len(self.outcome) < len(self.procs) and self.next_look is None:
+            self.next_look = time.monotonic()
         self._check_absent()
 
     def _check_absent(self) -> None:
@@ -354,10 +388,24 @@ class _Supervisor:
                     ComputationFailed(f"process {i}: its result could not be read: {exc}"), "")
 
     def _kill(self, why: str) -> None:
-        for i, p in enumerate(self.procs):
-            if p.poll() is None:
-                self.stopped.setdefault(i, why)
-                p.kill()
+        for i in range(len(self.procs)):
+            self._kill_one(i, why)
+
+    def _kill_one(self, i: int, why: str) -> None:
+        if 0 <= i < len(self.procs) and self.procs[i].poll() is None:
+            self.stopped.setdefault(i, why)
+            self.procs[i].kill()
+
+
+def _scheduler_state(pid: int) -> str:
+    """The state letter of ``/proc/<pid>/stat`` (``T``: stopped), or ``?`` where there is no
+    /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return "?"
+    return stat[stat.rfind(b")") + 2:][:1].decode()
 
 
 def _pidfd(pid: int) -> Optional[int]:

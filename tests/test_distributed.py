@@ -387,7 +387,11 @@ def test_a_vertex_holding_the_gil_longer_than_the_heartbeat_timeout_is_not_dead(
 class _StopSelf(naiad.Vertex):
     def on_recv(self, edge, message, time_):
         if self.index == 1 and time_.epoch == 1:
-            os.kill(os.getpid(), signal.SIGSTOP)
+            # Directed at this thread, the stop takes effect before the call returns; sent to
+            # the process, it waits for the main thread to be scheduled, and this worker could
+            # finish the epoch first (then process 0 completes, and the stopped process is the
+            # launcher's to find: the next test).
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         self.send_by(0, message, time_)
 
 
@@ -405,6 +409,29 @@ def test_a_stopped_peer_is_detected_within_15_s():
     with pytest.raises(naiad.ComputationFailed, match=r"process 1 .* is gone"):
         naiad.execute(program, processes=2)       # the default heartbeat_timeout (6 s)
     assert time.monotonic() - t0 < 15
+
+
+def _stop_after_join(comp):
+    inp = comp.new_input()
+    inp.stream.collect()
+    comp.activate()
+    inp.on_next([comp.process_index])
+    inp.on_completed()
+    comp.join(timeout=60)
+    if comp.process_index == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return comp.process_index
+
+
+def test_a_process_stopped_after_its_peer_finished_is_killed_by_the_launcher():
+    # Process 0 completes and exits; process 1 stops before it returns its result. No peer is
+    # left to miss its heartbeats: the launcher sees the stopped state itself.
+    t0 = time.monotonic()
+    with pytest.raises(naiad.ComputationFailed,
+                       match=r"process 1 was stopped: it stayed stopped \(SIGSTOP\) for 2 s "
+                             r"\(the heartbeat_timeout option\) after process 0 ended"):
+        naiad.execute(_stop_after_join, processes=2, heartbeat_timeout=2)
+    assert time.monotonic() - t0 < 30
 
 
 def test_the_launchers_sigterm_handler_lasts_only_as_long_as_the_run():
