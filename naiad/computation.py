@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
@@ -262,14 +261,11 @@ class Computation:
                    "on_completed() on every input before comp.join(), or the computation "
                    "can never finish")
             raise NaiadError(msg)
-        deadline = None if timeout is None else _time.monotonic() + timeout
-        while not self._done.is_set():
-            wait = 0.5 if deadline is None else min(0.5, deadline - _time.monotonic())
-            if wait <= 0:
-                msg = (f"the computation did not finish within {timeout} s; process "
-                       f"{self.process_index} still sees: {self.describe_progress()}")
-                raise TimeoutError(msg)
-            self._done.wait(wait)
+        # One wait, woken by the last worker's exit (or a failure's); a signal still interrupts it.
+        if not self._done.wait(timeout):
+            msg = (f"the computation did not finish within {timeout} s; process "
+                   f"{self.process_index} still sees: {self.describe_progress()}")
+            raise TimeoutError(msg)
         self._close()
         if self._failure is not None:
             raise self._failure
