@@ -9,8 +9,10 @@ has no sockets, threads or clocks and knows nothing of the computation: the thre
 Events (methods, or :meth:`WorkerState.handle` with a message tuple of :mod:`naiad.messages`):
 ``on_data`` (a batch arrived on a connector at a time), ``on_progress`` (another worker's
 progress updates), ``on_input`` (an epoch of records at an input), ``on_close`` (an input
-closed), ``on_checkpoint`` (pause at an epoch boundary and snapshot), and :meth:`step` (run the
-work that is due: queued batches first, then the notifications the frontier allows).
+closed), ``on_checkpoint`` (pause at an epoch boundary and snapshot), ``on_boundary`` (an
+aligned checkpoint at an epoch boundary, cut vertex by vertex while the inputs go on: see
+:mod:`naiad.recovery.cuts`), and :meth:`step` (run the work that is due: queued batches first,
+then the notifications the frontier allows).
 
 Actions are plain tuples appended to :attr:`WorkerState.actions`, in the order they must be
 carried out; the shell drains the list after every event (no object is built per batch):
@@ -34,9 +36,10 @@ from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.recovery import snapshot
+from naiad.recovery.cuts import Aligner
 from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
-from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
+from naiad.messages import BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
 from naiad.partition import batch_cut, partition
 from naiad.progress.buffer import ProgressBuffer
 from naiad.progress.timestamp import Timestamp
@@ -79,7 +82,8 @@ class WorkerState:
     on every input, and after a restore the pending notifications), ``restored`` a checkpoint to
     resume from (with ``epoch``, ``states`` and ``notifications``).  ``accumulate`` combines a
     step's progress updates and holds back retirements behind the local frontier (paper
-    §3.3.2); ``debug`` checks that no message arrives after its notification, and
+    §3.3.2); ``checkpoint_every`` schedules aligned checkpoints (:mod:`naiad.recovery.cuts`);
+    ``debug`` checks that no message arrives after its notification, and
     ``global_view`` (one process only) checks every view against the true counts.
     """
 
@@ -87,7 +91,7 @@ class WorkerState:
                  *, initial_pointstamps: Iterable[Tuple[Any, int]] = (), restored: Any = None,
                  accumulate: bool = True, debug: bool = False, global_view: Any = None,
                  meter: Any = None, clock: Callable[[], float] = _no_clock,
-                 process_index: Optional[int] = None):
+                 process_index: Optional[int] = None, checkpoint_every: Optional[int] = None):
         self.index = index
         self.local_index = local_index
         self.peers = peers
@@ -121,6 +125,8 @@ class WorkerState:
         for st in graph.stages:
             if st.kind == INPUT:
                 self.input_epoch[st.id] = base
+        self.aligner = Aligner(self, checkpoint_every, base)
+        self._hold = self.aligner.hold
         if restored is not None:
             self._restore(restored)
         self.tracker.update_many(initial_pointstamps)
@@ -163,6 +169,12 @@ class WorkerState:
         for w, sid, time in restored.notifications:
             if w == self.index:
                 self.notifications[(sid, time)] = self.vertices[sid]
+        for sid, port, time, records in engine.get("carried", ()):
+            # Sent before the boundary at a later epoch: sent again, then the pointstamp every
+            # worker counted for it at the sender (restored.carried) is retired.
+            for conn in self.stages[sid].outputs[port]:
+                self._route(conn, time, records)
+            self.add_progress(self.stages[sid].loc, time, -1)
 
     def _add_checked(self, loc: int, time: Timestamp, delta: int) -> None:
         self.global_view.add(loc, time, delta)
@@ -188,6 +200,8 @@ class WorkerState:
             self.stopped = msg[1]
         elif tag == CHECKPOINT:
             self.ckpt_epoch = msg[1]
+        elif tag == BOUNDARY:
+            self.aligner.announce(msg[1])
         else:
             msg_ = f"worker {self.index}: a message with unknown tag {tag!r}"
             raise NaiadError(msg_)
@@ -203,6 +217,10 @@ class WorkerState:
     def on_checkpoint(self, epoch: int) -> None:
         """Pause at ``epoch`` and snapshot once the view shows nothing else in flight."""
         self.ckpt_epoch = epoch
+
+    def on_boundary(self, epoch: int) -> None:
+        """This process's inputs reached ``epoch`` and go on: cut every vertex there."""
+        self.handle((BOUNDARY, epoch))
 
     def on_input(self, stage_id: int, epoch: int, records: list) -> None:
         """An epoch of records fed at an input: route them, advance its capability."""
@@ -228,6 +246,7 @@ class WorkerState:
             return
         self.add_progress(self.stages[stage_id].loc, Timestamp(epoch), -1)
         self.input_epoch[stage_id] = None
+        self.aligner.closed(stage_id, epoch)
 
     # ---- the scheduling step ----------------------------------------------------------------
     def step(self) -> Step:
@@ -255,11 +274,15 @@ class WorkerState:
                 self._check_view()
             if self.observers:
                 self.observe()
+            if self.aligner.cuts and self.aligner.check() and self.pending:
+                return _BUSY             # before any notification at a cut boundary runs
             if self.notifications and self.run_notifications():
                 return _BUSY         # run what the notifications sent before broadcasting
             self.flush_progress()
         if self.pending or tracker.version != self._seen_version:
             return _BUSY             # new local work, or a view nobody has looked at yet
+        if self.aligner.due and self.aligner.check():
+            return _BUSY             # a boundary announced while the view stood still
         if self.ckpt_epoch is not None and self.quiescent(self.ckpt_epoch):
             self.snapshot(self.ckpt_epoch)
         if tracker.is_empty() and not self.buffer:
@@ -278,10 +301,15 @@ class WorkerState:
         flush_each = not self.accumulate
         meter = self.meter
         clock = self.clock
+        hold = self._hold
         for _ in range(BATCHES_PER_STEP):
             if not pending:
                 break
-            conn, time, records = pending.popleft()
+            item = pending.popleft()
+            conn, time, records = item
+            if time[0] >= hold[conn.dst]:
+                self.aligner.hold_batch(conn.dst, item)    # beyond its next checkpoint cut
+                continue
             v = vertices[conn.dst]
             if self.debug:
                 self._check_not_notified(conn.dst, time)
@@ -292,15 +320,15 @@ class WorkerState:
             except Exception as exc:
                 self._raise_vertex_error(v, time, "on_recv", exc)
             v._now = None
-            out = self._flush_vertex(v)
+            out = self._flush_vertex(v, time)
             if meter is not None:
                 meter.ran(conn.dst, "recv", time, len(records), out, clock() - t0)
             add(conn.loc, time, -1)
             if flush_each:
                 self.flush_progress()
 
-    def _flush_vertex(self, v: Vertex) -> int:
-        """Route what ``v`` sent; returns the number of records it sent."""
+    def _flush_vertex(self, v: Vertex, now: Timestamp) -> int:
+        """Route what ``v`` sent in a callback at ``now``; returns the number of records sent."""
         outs = v._out
         sent = 0
         for port in range(len(outs)):
@@ -309,6 +337,8 @@ class WorkerState:
                 conns = v._stagedef.outputs[port]
                 for time, records in buf.items():
                     sent += len(records)
+                    if time[0] != now[0] and self.aligner.active:
+                        self.aligner.sent_ahead(v._stagedef.id, port, time, records, now)
                     for conn in conns:
                         self._route(conn, time, records)
                 buf.clear()
@@ -386,7 +416,7 @@ class WorkerState:
             except Exception as exc:
                 self._raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
-            out = self._flush_vertex(v)
+            out = self._flush_vertex(v, time)
             if meter is not None:
                 meter.ran(key[0], "notify", time, 0, out, self.clock() - t0)
             add(v._stagedef.loc, time, -1)
@@ -477,6 +507,7 @@ class WorkerState:
         states["__naiad__"] = {"inputs": dict(self.input_epoch)}
         notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
         self.ckpt_epoch = None
+        self.aligner.quiesced(epoch)
         self.actions.append((CHECKPOINT, epoch, states, notifications))
 
     # ---- errors and diagnostics -------------------------------------------------------------

@@ -28,7 +28,8 @@ import stages
 from naiad import Timestamp
 from naiad.debug import GlobalView
 from naiad.graph import INPUT
-from naiad.messages import (CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP, Tag)
+from naiad.messages import (BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP,
+                            Tag)
 from naiad.partition import partition
 from naiad.recovery import snapshot
 from naiad.worker_state import BATCHES_PER_STEP, Step, WorkerState
@@ -347,8 +348,9 @@ def test_an_unknown_tag_is_an_error_naming_the_worker():
 
 
 def test_the_tags_are_one_enum():
-    assert [int(t) for t in Tag] == [DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, CHECKPOINT]
-    assert len(set(Tag)) == 6 and Tag(DATA) is Tag.DATA
+    assert [int(t) for t in Tag] == [DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, CHECKPOINT,
+                                     BOUNDARY]
+    assert len(set(Tag)) == 7 and Tag(DATA) is Tag.DATA
 
 
 # ---- loops ----------------------------------------------------------------------------------

@@ -1,12 +1,23 @@
 """When and how a consistent checkpoint is cut, without a coordinator process.
 
-At a boundary epoch ``b`` every process asks its workers to quiesce: a worker whose view holds
-nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
-progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
-states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
-on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
-states, waiting until every process wrote its part and committing the manifest happen behind,
-in the :class:`~naiad.recovery.committer.Committer`'s thread.
+Two ways, by policy:
+
+* ``checkpoint_every=N`` (boundaries known in advance): *aligned*, without stopping anything.
+  The first input of a process to reach a boundary ``b`` announces it to the process's workers
+  (``BOUNDARY``) and feeds on; each worker snapshots each vertex when that vertex's frontier
+  passes ``b`` (:mod:`naiad.recovery.cuts`), and hands the states to the :class:`Coordinator`
+  once all its vertices are cut.  When every worker of the process has, the checkpoint goes to
+  the committer.
+* ``checkpoint_interval`` and ``comp.checkpoint()`` (boundaries not known in advance):
+  *quiesced*.  At ``b`` the inputs stop and every process asks its workers to quiesce: a worker
+  whose view holds nothing but input capabilities at ``b`` and notification requests at later
+  epochs knows, by the progress protocol's safety property, that nothing is in flight anywhere,
+  and hands over its states.  The processes then agree on the next boundary (process 0's
+  proposal, through a barrier) and the inputs go on.
+
+Either way, waiting until the subscribers have returned for every epoch below ``b``, writing
+the states, waiting until every process wrote its part and committing the manifest happen
+behind, in the :class:`~naiad.recovery.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.recovery.committer import Committer
 from naiad.errors import NaiadError
-from naiad.messages import CHECKPOINT
+from naiad.messages import BOUNDARY, CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
@@ -38,7 +49,9 @@ class Coordinator:
         self.next = self._first_boundary(base)
         self.clock = _time.monotonic()
         self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
-        self._snapshots: dict = {}
+        self._snapshots: Dict[int, dict] = {}          # epoch -> worker -> (states, notes)
+        self._aligned: Dict[int, float] = {}            # announced epoch -> its clock
+        self.aligned = bool(comp.options["checkpoint_every"])
         self._cv = threading.Condition()
         self.committer = Committer(on_error=comp.fail)
 
@@ -74,9 +87,24 @@ class Coordinator:
         nxt = self.next
         if nxt is None or epoch < nxt or epoch <= self.last:
             return
+        if self.aligned:
+            self.announce(epoch)
+            return
         if self.aligned_boundary() != epoch:
             return       # another input lags; the checkpoint waits for an aligned boundary
         self.take(epoch)
+
+    def announce(self, epoch: int) -> None:
+        """An aligned checkpoint at the scheduled boundary ``epoch``: the workers cut it while
+        the inputs go on (the later epochs' records go to new log segments)."""
+        comp = self.comp
+        self.store.rotate_logs()
+        with self._cv:
+            self._aligned[epoch] = _time.monotonic()
+        for i in range(comp.workers_per_process):
+            comp.fabric.post(i, (BOUNDARY, epoch))
+        self.last = epoch
+        self.next = epoch + int(comp.options["checkpoint_every"])
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
@@ -96,42 +124,56 @@ class Coordinator:
         commit go to the committer."""
         comp = self.comp
         t0 = _time.monotonic()
-        with self._cv:
-            self._snapshots = {}
         for i in range(comp.workers_per_process):
             comp.fabric.post(i, (CHECKPOINT, epoch))
         with self._cv:
-            while len(self._snapshots) < comp.workers_per_process:
+            while len(self._snapshots.get(epoch, ())) < comp.workers_per_process:
                 comp.check_failed()
                 if comp.finished:
                     msg = f"the workers stopped before checkpoint {epoch} was taken"
                     raise NaiadError(msg)
                 self._cv.wait(0.2)
-            snaps = dict(self._snapshots)
+            snaps = self._snapshots.pop(epoch)
         t1 = _time.monotonic()
-        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
-            sub.wait_delivered(epoch, self.bound)
         self.store.rotate_logs()
-        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
+        policy = None if self.aligned else self._propose_next(epoch)
+        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, policy)
+        if self.aligned:
+            nxt = self._first_boundary(epoch)
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
     def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
+        """A worker's states at ``epoch`` (from its thread); an aligned checkpoint whose
+        workers are all in goes to the committer from here."""
         with self._cv:
-            self._snapshots[worker.index] = (states, notifications)
-            self._cv.notify_all()
+            snaps = self._snapshots.setdefault(epoch, {})
+            snaps[worker.index] = (states, notifications)
+            t0 = self._aligned.get(epoch)
+            if t0 is None or len(snaps) < self.comp.workers_per_process:
+                self._cv.notify_all()
+                return
+            del self._aligned[epoch], self._snapshots[epoch]
+        t1 = _time.monotonic()
+        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
     def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
-        """In the committer's thread: this process's part, every part, then the manifest."""
+        """In the committer's thread: the subscribers' deliveries below ``epoch``, this process's
+        part, every part, then the manifest."""
         comp, store = self.comp, self.store
+        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
+            sub.wait_delivered(epoch, self.bound)
         states = {w: st for w, (st, _) in snaps.items()}
         notifications = [n for _, (_, ns) in snaps.items() for n in ns]
+        carried = [(w, sid, t) for w, st in states.items()
+                   for sid, _, t, _ in st["__naiad__"].get("carried", ())]
         open_inputs: Dict[int, int] = {}
         for st in states.values():
             for sid, e in st["__naiad__"]["inputs"].items():
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = comp.graph.fingerprint()
-        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
+        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs,
+                                tuple(carried))
         comp.fabric.barrier(f"written-{epoch}", self.bound)
         if comp.process_index == 0:
             store.commit(epoch, fingerprint)
