@@ -21,7 +21,11 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     (durable across a machine crash); without, the data is in the kernel once this returns, which
     survives the death of the process but maybe not a power cut.  Directories it creates are
     made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
-    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    created: list[Path] = []
+    d = path.parent
+    while not d.exists():            # up to the first that exists (not every ancestor)
+        created.append(d)
+        d = d.parent
     path.parent.mkdir(parents=True, exist_ok=True)
     if sync:
         for d in reversed(created):
