@@ -155,6 +155,10 @@ class Computation:
                 sub.slot = self.workers_per_process + i
             self.window = EpochWindow(bound, self.workers_per_process + len(subscribers),
                                       self.epochs_fed)
+            for sub in subscribers:
+                # Epochs handed out before a restart are not handed out again: they do not
+                # hold the inputs back (the checkpoint resumed from may be many epochs older).
+                self.window.advance(sub.slot, sub.delivered)
         self.fabric = self._make_fabric()
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
