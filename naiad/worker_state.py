@@ -36,7 +36,7 @@ from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.recovery import snapshot
-from naiad.recovery.cuts import Aligner
+from naiad.recovery.cuts import Aligner, quiescent, snapshot_all
 from naiad.errors import NaiadError, ProgressViolation, VertexError
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
@@ -461,54 +461,13 @@ class WorkerState:
 
     # ---- checkpoints ------------------------------------------------------------------------
     def quiescent(self, epoch: int) -> bool:
-        """Whether this worker's view shows the whole computation paused at ``epoch``.
-
-        Nothing but input capabilities at ``epoch`` and notification requests at later epochs
-        may be active.  By the protocol's safety property every message still in flight is
-        covered, in every worker's view, by an active pointstamp of its causal chain (at an
-        earlier epoch, or on a connector), so this view proves that no message is in flight.
-        """
-        if self.pending or self.buffer:
-            return False
-        boundary = Timestamp(epoch)
-        inputs = self._input_locs
-        stage_at = self._stage_at_loc
-        for (loc, time), count in self.tracker.active().items():
-            if count <= 0:
-                continue
-            if loc in inputs:
-                if time[0] > epoch:
-                    # Some process fed past this boundary without stopping at it: the others
-                    # would wait for ever.  Fail, naming the boundary and the input.
-                    name = self.stages[stage_at[loc]].name
-                    msg = (f"checkpoint at epoch {epoch}: input {name!r} has already been fed "
-                           f"epoch {time[0]} in another process, which did not checkpoint at "
-                           f"epoch {epoch}; every process must checkpoint at the same epochs "
-                           "(checkpoint_every=, or comp.checkpoint() at the same point of the "
-                           "program in every process)")
-                    raise NaiadError(msg)
-                if time != boundary:
-                    return False
-            elif loc not in stage_at or time[0] < epoch:
-                return False
-        return True
+        """Whether this worker's view shows the whole computation paused at ``epoch``
+        (:func:`naiad.recovery.cuts.quiescent`)."""
+        return quiescent(self, epoch)
 
     def snapshot(self, epoch: int) -> None:
         """Every vertex's checkpoint() and the engine's own state, as a CHECKPOINT action."""
-        if self.observers:
-            self.observe()
-        states: Dict[Any, Any] = {}
-        for st, v in zip(self.stages, self.vertices):
-            v._now = None
-            try:
-                states[st.id] = snapshot.encode(v.checkpoint())
-            except Exception as exc:
-                self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
-        states["__naiad__"] = {"inputs": dict(self.input_epoch)}
-        notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
-        self.ckpt_epoch = None
-        self.aligner.quiesced(epoch)
-        self.actions.append((CHECKPOINT, epoch, states, notifications))
+        snapshot_all(self, epoch)
 
     # ---- errors and diagnostics -------------------------------------------------------------
     def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):

@@ -1,4 +1,7 @@
-"""Aligned checkpoints: each vertex is snapshotted when its own input frontier passes a boundary.
+"""Cutting a checkpoint in a worker: aligned (vertex by vertex, the inputs going on) or quiesced.
+
+*Aligned* checkpoints (``checkpoint_every``): each vertex is snapshotted when its own input
+frontier passes a boundary.
 
 A checkpoint at boundary ``b`` holds every vertex's state after all times of epochs below ``b``
 and nothing of later epochs.  The inputs need not stop for it: a worker snapshots each of its
@@ -30,6 +33,10 @@ inputs *announce* a boundary (``BOUNDARY``) when the first of them reaches it, b
 that epoch, which makes the cut happen in this process.  A process whose inputs all close before
 a scheduled boundary drops it.
 
+*Quiesced* checkpoints (``checkpoint_interval``, ``comp.checkpoint()``: boundaries not known in
+advance): the inputs stop at the boundary, and a worker snapshots all its vertices at once when
+its view shows nothing in flight (:func:`quiescent`, :func:`snapshot_all`).
+
 >>> s = Schedule(every=10, base=0)
 >>> s.bounds, s.hold_from(0)
 ([10], 10)
@@ -44,11 +51,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from naiad.errors import NaiadError
 from naiad.messages import CHECKPOINT
 from naiad.progress.timestamp import Timestamp
 from naiad.recovery import snapshot
 
-__all__ = ["Schedule", "Cut", "Aligner"]
+__all__ = ["Schedule", "Cut", "Aligner", "quiescent", "snapshot_all"]
 
 
 @dataclass
@@ -238,3 +246,57 @@ class Aligner:
         del self.cuts[epoch]
         self.schedule.finish(epoch)
         state.actions.append((CHECKPOINT, epoch, cut.states, cut.notifications))
+
+
+# ---- quiesced checkpoints (checkpoint_interval, comp.checkpoint()) ------------------------------
+def quiescent(self: Any, epoch: int) -> bool:
+    """Whether worker state ``self``'s view shows the whole computation paused at ``epoch``.
+
+    Nothing but input capabilities at ``epoch`` and notification requests at later epochs
+    may be active.  By the protocol's safety property every message still in flight is
+    covered, in every worker's view, by an active pointstamp of its causal chain (at an
+    earlier epoch, or on a connector), so this view proves that no message is in flight.
+    """
+    if self.pending or self.buffer:
+        return False
+    boundary = Timestamp(epoch)
+    inputs = self._input_locs
+    stage_at = self._stage_at_loc
+    for (loc, time), count in self.tracker.active().items():
+        if count <= 0:
+            continue
+        if loc in inputs:
+            if time[0] > epoch:
+                # Some process fed past this boundary without stopping at it: the others
+                # would wait for ever.  Fail, naming the boundary and the input.
+                name = self.stages[stage_at[loc]].name
+                msg = (f"checkpoint at epoch {epoch}: input {name!r} has already been fed "
+                       f"epoch {time[0]} in another process, which did not checkpoint at "
+                       f"epoch {epoch}; every process must checkpoint at the same epochs "
+                       "(checkpoint_every=, or comp.checkpoint() at the same point of the "
+                       "program in every process)")
+                raise NaiadError(msg)
+            if time != boundary:
+                return False
+        elif loc not in stage_at or time[0] < epoch:
+            return False
+    return True
+
+
+def snapshot_all(self: Any, epoch: int) -> None:
+    """Every vertex's checkpoint() and the engine's own state, as a CHECKPOINT action (a
+    quiesced checkpoint)."""
+    if self.observers:
+        self.observe()
+    states: Dict[Any, Any] = {}
+    for st, v in zip(self.stages, self.vertices):
+        v._now = None
+        try:
+            states[st.id] = snapshot.encode(v.checkpoint())
+        except Exception as exc:
+            self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
+    states["__naiad__"] = {"inputs": dict(self.input_epoch)}
+    notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
+    self.ckpt_epoch = None
+    self.aligner.quiesced(epoch)
+    self.actions.append((CHECKPOINT, epoch, states, notifications))
