@@ -119,8 +119,8 @@ class WorkerState:
         self._since_flush = 0
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
-        self._stage_at_loc = {st.loc: st.id for st in graph.stages}
-        self._input_locs = {st.loc for st in graph.stages if st.kind == INPUT}
+        self.stage_at_loc = {st.loc: st.id for st in graph.stages}
+        self.input_locs = {st.loc for st in graph.stages if st.kind == INPUT}
         base = restored.epoch if restored is not None else 0
         for st in graph.stages:
             if st.kind == INPUT:
@@ -165,7 +165,7 @@ class WorkerState:
             try:
                 v.restore(snapshot.decode(state, v._stagedef.name))
             except Exception as exc:
-                self._raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
+                self.raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
         for w, sid, time in restored.notifications:
             if w == self.index:
                 self.notifications[(sid, time)] = self.vertices[sid]
@@ -318,7 +318,7 @@ class WorkerState:
             try:
                 v.on_recv_batch(conn.dst_port, records, time)
             except Exception as exc:
-                self._raise_vertex_error(v, time, "on_recv", exc)
+                self.raise_vertex_error(v, time, "on_recv", exc)
             v._now = None
             out = self._flush_vertex(v, time)
             if meter is not None:
@@ -391,7 +391,7 @@ class WorkerState:
     def run_notifications(self) -> bool:
         """Deliver the notifications the frontier allows, in time order; whether any ran."""
         # Only frontier pointstamps can be notified: look there, not at every pending request.
-        stage_at = self._stage_at_loc
+        stage_at = self.stage_at_loc
         notifications = self.notifications
         ready = []
         for loc, time in self.tracker.frontier_view():
@@ -414,7 +414,7 @@ class WorkerState:
             try:
                 v.on_notify(time)
             except Exception as exc:
-                self._raise_vertex_error(v, time, "on_notify", exc)
+                self.raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
             out = self._flush_vertex(v, time)
             if meter is not None:
@@ -433,7 +433,7 @@ class WorkerState:
                 v.observe_frontier(frontier)
             except Exception as exc:
                 at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
-                self._raise_vertex_error(v, at, "subscribe", exc)
+                self.raise_vertex_error(v, at, "subscribe", exc)
 
     def _check_not_notified(self, stage_id: int, time: Timestamp) -> None:
         for n in self._notified.get(stage_id, ()):
@@ -470,7 +470,8 @@ class WorkerState:
         snapshot_all(self, epoch)
 
     # ---- errors and diagnostics -------------------------------------------------------------
-    def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):
+    def raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):
+        """Raise a VertexError naming ``v``'s stage, this worker, ``time`` and ``callback``."""
         v._now = None
         raise VertexError(v._stagedef.name, self.index, time, callback, exc,
                           traceback.format_exc(), self.process_index) from exc

@@ -225,7 +225,7 @@ class Aligner:
                 v.observe_frontier(state.tracker.frontier_at(state.stages[sid].loc))
             cut.states[sid] = snapshot.encode(v.checkpoint())
         except Exception as exc:
-            state._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
+            state.raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
         cut.notifications.extend((state.index, s, t) for (s, t) in state.notifications
                                  if s == sid)
         cut.carried.extend((s, port, t, recs) for s, port, t, recs, frm in self.carry
@@ -260,8 +260,8 @@ def quiescent(self: Any, epoch: int) -> bool:
     if self.pending or self.buffer:
         return False
     boundary = Timestamp(epoch)
-    inputs = self._input_locs
-    stage_at = self._stage_at_loc
+    inputs = self.input_locs
+    stage_at = self.stage_at_loc
     for (loc, time), count in self.tracker.active().items():
         if count <= 0:
             continue
@@ -294,7 +294,7 @@ def snapshot_all(self: Any, epoch: int) -> None:
         try:
             states[st.id] = snapshot.encode(v.checkpoint())
         except Exception as exc:
-            self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
+            self.raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
     states["__naiad__"] = {"inputs": dict(self.input_epoch)}
     notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
     self.ckpt_epoch = None
