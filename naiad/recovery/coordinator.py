@@ -154,6 +154,7 @@ class Coordinator:
                 self._cv.notify_all()
                 return
             del self._aligned[epoch], self._snapshots[epoch]
+            self._cv.notify_all()
         t1 = _time.monotonic()
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
@@ -189,9 +190,21 @@ class Coordinator:
         """The program stopped with its own error: finish writing the checkpoints it passed
         (bounded); a failure doing so must not hide the program's error."""
         try:
+            self._await_cuts(self.bound)
             self.committer.flush(self.bound)
         except Exception:  # noqa: BLE001 - the program's own error is what is raised
             pass
+
+    def _await_cuts(self, timeout: float) -> None:
+        """Until every boundary announced so far is cut in every worker of this process (the
+        workers go on without the inputs: everything below an announced boundary was fed)."""
+        deadline = _time.monotonic() + timeout
+        with self._cv:
+            while self._aligned and not self.comp.finished and self.comp.failure is None:
+                left = deadline - _time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(min(left, 1.0))
 
     def close(self) -> None:
         """The run ended: let the last checkpoint finish (unless the run failed), stop."""
