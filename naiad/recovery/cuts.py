@@ -40,8 +40,8 @@ its view shows nothing in flight (:func:`quiescent`, :func:`snapshot_all`).
 >>> s = Schedule(every=10, base=0)
 >>> s.bounds, s.hold_from(0)
 ([10], 10)
->>> s.announce(10); s.bounds
-[10, 20]
+>>> s.announce(10), s.bounds
+(True, [10, 20])
 """
 
 from __future__ import annotations
