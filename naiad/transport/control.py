@@ -17,12 +17,12 @@ import logging
 import os
 import pickle
 import queue
+import struct
 import threading
 import time
 from typing import Any, Dict, List, Optional
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
 from naiad.transport.protocol import FabricHooks
@@ -54,6 +54,12 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
         keys.connect_as_client(sock)
     sock.connect(endpoint)
     return sock
+
+
+def _monitor_event(frames: List[bytes]) -> int:
+    """The event number of a socket monitor's message (16 bits of event, 32 of value, then the
+    endpoint); ``zmq.utils.monitor`` does the same but imports ``asyncio``."""
+    return struct.unpack_from("=H", frames[0])[0]
 
 
 class ControlPlane:
@@ -269,12 +275,12 @@ class ControlPlane:
         """A connection event of the control socket to process ``p``."""
         while True:
             try:
-                event = recv_monitor_message(mon, zmq.NOBLOCK)
+                event = _monitor_event(mon.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 return
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected.add(p)
-            elif event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected:
+            elif event == zmq.EVENT_DISCONNECTED and p in self._connected:
                 # A peer that ended normally sent DONE before it closed, but on another
                 # connection: give that message a moment to arrive before calling it gone.
                 self._gone.setdefault(p, time.monotonic())

@@ -6,8 +6,9 @@ the same per call, and processes started by hand must be given one (``secret=``,
 ``NAIAD_SECRET``, or ``NAIAD_SECRET_FILE`` naming a file readable only by its owner).  Every
 process derives the same server and client key pairs from the secret with scrypt (a slow key
 derivation, so a passphrase cannot be guessed quickly from a captured handshake); a peer that
-does not know the secret cannot complete the CURVE handshake, the ZAP handler admits only the
-client key derived from it, and nothing is read, let alone unpickled, from a socket before that.
+does not know the secret cannot complete the CURVE handshake, the ZAP handler
+(:mod:`naiad.transport.zap`) admits only the client key derived from it, and nothing is read,
+let alone unpickled, from a socket before that.
 """
 
 from __future__ import annotations
@@ -55,10 +56,6 @@ class CurveKeys:
         sock.curve_secretkey = self.client_secret
         sock.curve_publickey = self.client_public
         sock.curve_serverkey = self.server_public
-
-    def callback(self, domain: str, client_key: bytes) -> bool:
-        """ZAP credentials provider: only our client key is admitted."""
-        return client_key == self.client_public
 
 
 def is_loopback(host: str) -> bool:
