@@ -13,7 +13,6 @@ process.  Barriers (ARRIVE) return process 0's value.  The data plane
 
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import queue
@@ -31,7 +30,6 @@ from naiad.transport.wire import dump_failure, load_failure
 
 __all__ = ["ControlPlane", "connect_push", "HELLO", "FAIL", "DONE", "ARRIVE"]
 
-log = logging.getLogger("naiad.transport")
 
 # Control frame tags.
 HELLO, FAIL, DONE, ARRIVE = b"H", b"F", b"E", b"A"
@@ -199,7 +197,8 @@ class ControlPlane:
             self._comm(hello)
         except Exception as exc:  # noqa: BLE001 - must reach the computation
             if not self._closed:
-                log.exception("communication thread failed")
+                import logging   # here: the logging package costs each process ~4 ms
+                logging.getLogger("naiad.transport").exception("communication thread failed")
                 self.hooks.fail(ComputationFailed(f"process {self.process_index}: communication "
                                                   f"thread failed: {exc!r}"))
 

@@ -16,7 +16,6 @@ the thread through a pipe and joins it with a bound; terminating the context end
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Iterable, List
@@ -28,7 +27,6 @@ __all__ = ["ZapHandler", "ZAP_ENDPOINT"]
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _VERSION = b"1.0"
-_log = logging.getLogger("naiad.transport")
 
 
 class ZapHandler:
@@ -73,18 +71,16 @@ class ZapHandler:
         metadata."""
         request_id = request[1] if len(request) > 1 else b""
         if len(request) < 6 or request[0] != _VERSION:
-            return self._refuse(request_id, b"malformed ZAP request", request)
+            return self._refuse(request_id, b"malformed ZAP request")
         mechanism, credentials = request[5], request[6:]
         if mechanism != b"CURVE" or len(credentials) != 1:
-            return self._refuse(request_id, b"CURVE required", request)
+            return self._refuse(request_id, b"CURVE required")
         if credentials[0] not in self.allowed:
-            return self._refuse(request_id, b"unknown CURVE key", request)
+            return self._refuse(request_id, b"unknown CURVE key")
         self.admitted += 1
         return [_VERSION, request_id, b"200", b"OK", z85.encode(credentials[0]), b""]
 
-    def _refuse(self, request_id: bytes, why: bytes, request: List[bytes]) -> List[bytes]:
-        address = request[3].decode("utf-8", "replace") if len(request) > 3 else "?"
-        _log.debug("refused a connection from %s: %s", address, why.decode())
+    def _refuse(self, request_id: bytes, why: bytes) -> List[bytes]:
         with self._refusal:
             self.refused += 1
             self._refusal.notify_all()
@@ -110,7 +106,9 @@ class ZapHandler:
             pass
         self._thread.join(self.stop_timeout)
         if self._thread.is_alive():  # pragma: no cover - the thread only blocks in poll
-            _log.warning("the ZAP handler thread did not stop within %g s", self.stop_timeout)
+            import logging
+            logging.getLogger("naiad.transport").warning(
+                "the ZAP handler thread did not stop within %g s", self.stop_timeout)
             return      # it still polls the pipe: leave it open
         os.close(self._wake_r)
         os.close(self._wake_w)

@@ -22,7 +22,6 @@ import pickle
 from queue import SimpleQueue
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-import cloudpickle
 import zmq
 
 from naiad.errors import ComputationFailed, NaiadError
@@ -280,6 +279,7 @@ class ZmqFabric:
             buffers = []
             # Records of a class defined in the program's __main__ (or lambdas, closures) are
             # pickled by value instead; the receiver's pickle.loads reads that too.
+            import cloudpickle
             try:
                 payload = cloudpickle.dumps(items, protocol=5)
             except Exception:
