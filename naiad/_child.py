@@ -20,7 +20,6 @@ from typing import List, Optional
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
 from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
-from naiad.transport.columns import pack_result
 
 
 class LinkRendezvous:
@@ -56,10 +55,7 @@ class LinkRendezvous:
 
 def _dumps(obj) -> bytes:
     """``obj`` by pickle, or by cloudpickle when it holds what only that can pickle (a lambda,
-    a class the program defined in its script).  A result's long lists of pairs travel as
-    columns (:func:`naiad.transport.columns.pack_result`)."""
-    if obj[0] == "ok":
-        obj = (obj[0], pack_result(obj[1]), *obj[2:])
+    a class the program defined in its script)."""
     try:
         return pickle.dumps(obj, protocol=5)
     except Exception:  # noqa: BLE001

@@ -2,8 +2,7 @@
 processes, and the error for records that cannot be pickled (named by stage, connector and
 time).
 
-Items are pickled with protocol 5; long batches of ``(key, value)`` pairs travel as two columns
-(:mod:`naiad.transport.columns`) and arrive as the equal list; buffers of 64 KiB or more (numpy arrays, Arrow tables) leave
+Items are pickled with protocol 5; buffers of 64 KiB or more (numpy arrays, Arrow tables) leave
 the pickle out of band and travel as ZeroMQ frames of their own, sent and received without a
 copy.  When pyarrow is loaded, tables travel in the Arrow IPC format
 (:mod:`naiad.transport.arrowcodec`).
@@ -27,7 +26,6 @@ from typing import Any, List, Sequence, Tuple
 
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
-from naiad.transport.columns import MIN_PAIRS, pack
 
 __all__ = ["encode", "decode", "explain_pickling", "dump_failure", "load_failure"]
 
@@ -58,21 +56,8 @@ def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=5, buffer_callback=keep_large)
     pickler.dispatch_table = _dispatch_table()
-    pickler.dump(_as_columns(items))
+    pickler.dump(items)
     return out.getvalue(), buffers
-
-
-def _as_columns(items: Any) -> Any:
-    """``items`` with each long batch of pairs packed as columns (a new list when any is)."""
-    out = None
-    for i, item in enumerate(items):
-        if item[0] == DATA and len(item[3]) >= MIN_PAIRS:
-            packed = pack(item[3])
-            if packed is not None:
-                if out is None:
-                    out = list(items)
-                out[i] = (item[0], item[1], item[2], packed)
-    return items if out is None else out
 
 
 def decode(payload: Any, buffers: Sequence[Any] = ()) -> Any:
