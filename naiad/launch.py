@@ -177,7 +177,7 @@ class _Supervisor:
         self.procs, self.links = procs, links
         self.readers = [MessageReader() for _ in procs]
         self.endpoints: Dict[int, str] = {}
-        self.results: Dict[int, bytes] = {}
+        self.results: Dict[int, Any] = {}   # read as soon as they arrive, while others run
         self.outcome: Dict[int, Any] = {}
         self.order: List[int] = []          # processes in the order their failure was seen
         self.stopped: Dict[int, str] = {}   # processes this launcher killed, and why
@@ -278,7 +278,7 @@ class _Supervisor:
                             pass
                 self.rendezvous_deadline = None
         elif kind == RESULT:
-            self.results[i] = body
+            self.results[i] = self._load_result(i, body)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -345,9 +345,10 @@ class _Supervisor:
                 return
 
     def _result(self, i: int):
-        data = self.results.get(i)
-        if data is None:
-            return None
+        return self.results.get(i)
+
+    @staticmethod
+    def _load_result(i: int, data: bytes):
         try:
             return pickle.loads(data)
         except Exception as exc:  # noqa: BLE001
