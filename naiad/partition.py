@@ -140,11 +140,12 @@ def release_caches() -> None:
     _caches.clear()
 
 
-# Destination caches, one per number of parts, for keys other than strings (which get CRC-32s
-# at C speed): real keys repeat (node ids), so the hash is computed once per distinct key.  Bounded; cleared when full and when a computation ends.
+# Destination caches, one per number of parts: real keys repeat (words, node ids), so the hash
+# is computed once per distinct key.  Bounded; cleared when full and when a computation ends.
 # Keys equal in Python (1, 1.0, True, numpy.int64(1), Decimal(1)) share an entry, which is right
 # because key_hash gives equal keys the same value, whatever their type.
 _CACHE_LIMIT = 1 << 20
+_DISTINCT_CHECK = 4096      # a batch of this many string keys or more is cached only if repeats
 _caches: Dict[int, Dict[Any, int]] = {}
 
 
@@ -169,16 +170,16 @@ def batch_cut(records: Sequence[Any]) -> int:
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
     """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``.
 
-    The split runs at C speed: the keys are mapped (``map(key, records)``); string keys get
-    their CRC-32s by ``map`` too, other keys are looked up in the destination cache
-    (``map(cache.get, keys)``) and hashed in Python once when missing; each part is taken with
-    ``itertools.compress``.
+    The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
+    destination cache (``map(cache.get, keys)``), and each part is taken with
+    ``itertools.compress``.  When keys are missing from the cache and all are strings, their
+    CRC-32s are computed by ``map`` too, and cached unless the batch is long and its keys
+    mostly distinct (a pre-combined batch of counts: its keys come once per time, and filling
+    the cache with them would cost twice the CRCs); other keys not cached yet are hashed in
+    Python once.
     """
     if not records:
         return [[] for _ in range(parts)]
-    dests = _string_destinations(records, key, parts)
-    if dests is not None:
-        return _split(records, dests, parts)
     cache = _caches.get(parts)
     if cache is None or len(cache) > _CACHE_LIMIT:
         cache = _caches[parts] = {}
@@ -190,32 +191,16 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
     if None in dests:
         try:                # string keys (words): the CRC-32 of each, all in C
             dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
-            cache.update(zip(keys, dests))
+            if len(keys) < _DISTINCT_CHECK or 2 * len(set(keys)) < len(keys):
+                cache.update(zip(keys, dests))
         except (TypeError, UnicodeEncodeError):
             try:
                 _fill(keys, dests, cache, parts)
             except TypeError:
                 return _partition_slowly(records, key, parts)
-    return _split(records, dests, parts)
-
-
-def _split(records: Sequence[Any], dests: list, parts: int) -> List[list]:
     if parts == 2:
         return [list(compress(records, map(_not, dests))), list(compress(records, dests))]
     return [list(compress(records, map(d.__eq__, dests))) for d in range(parts)]
-
-
-def _string_destinations(records: Sequence[Any], key: Callable[[Any], Hashable],
-                         parts: int) -> Optional[list]:
-    """The destinations of records whose keys are all strings, by CRC-32 at C speed and without
-    the cache (a lookup costs about what the CRC does, and filling the cache with keys that do
-    not come back, as a pre-combined batch's distinct words, twice that); None for other keys."""
-    try:
-        if type(key(records[0])) is not str:
-            return None
-        return list(map(_mod, map(crc32, map(str.encode, map(key, records))), repeat(parts)))
-    except (TypeError, UnicodeEncodeError):
-        return None
 
 
 def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
