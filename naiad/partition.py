@@ -145,7 +145,6 @@ def release_caches() -> None:
 # Keys equal in Python (1, 1.0, True, numpy.int64(1), Decimal(1)) share an entry, which is right
 # because key_hash gives equal keys the same value, whatever their type.
 _CACHE_LIMIT = 1 << 20
-_DISTINCT_CHECK = 4096      # a batch of this many string keys or more is cached only if repeats
 _caches: Dict[int, Dict[Any, int]] = {}
 
 
@@ -173,10 +172,7 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
     The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
     destination cache (``map(cache.get, keys)``), and each part is taken with
     ``itertools.compress``.  When keys are missing from the cache and all are strings, their
-    CRC-32s are computed by ``map`` too, and cached unless the batch is long and its keys
-    mostly distinct (a pre-combined batch of counts: its keys come once per time, and filling
-    the cache with them would cost twice the CRCs); other keys not cached yet are hashed in
-    Python once.
+    CRC-32s are computed by ``map`` too; other keys not cached yet are hashed in Python once.
     """
     if not records:
         return [[] for _ in range(parts)]
@@ -191,8 +187,7 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
     if None in dests:
         try:                # string keys (words): the CRC-32 of each, all in C
             dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
-            if len(keys) < _DISTINCT_CHECK or 2 * len(set(keys)) < len(keys):
-                cache.update(zip(keys, dests))
+            cache.update(zip(keys, dests))
         except (TypeError, UnicodeEncodeError):
             try:
                 _fill(keys, dests, cache, parts)
