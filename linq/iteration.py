@@ -11,7 +11,6 @@ iterations never mix.  A body may itself iterate: the inner loop's times carry t
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Optional
 
 import stages
@@ -64,6 +63,7 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
 
 def takes_loop(body: Callable) -> bool:
     """Whether ``body`` takes ``(loop, stream)`` rather than ``(stream)``."""
+    import inspect      # here, not at import: only programs with loops pay for it (~4 ms)
     try:
         sig = inspect.signature(body)
     except (TypeError, ValueError):

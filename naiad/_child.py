@@ -9,18 +9,16 @@ link reaches end of file and this process exits (no orphan outlives its launcher
 from __future__ import annotations
 
 import os
+import pickle
 import queue
 import socket
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import List, Optional
 
-import cloudpickle
-
 from naiad.computation import Computation, run_program
-from naiad.errors import ComputationFailed
+from naiad.errors import ComputationFailed, format_current
 from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
 
 
@@ -55,6 +53,16 @@ class LinkRendezvous:
             raise ComputationFailed(msg) from None
 
 
+def _dumps(obj) -> bytes:
+    """``obj`` by pickle, or by cloudpickle when it holds what only that can pickle (a lambda,
+    a class the program defined in its script)."""
+    try:
+        return pickle.dumps(obj, protocol=5)
+    except Exception:  # noqa: BLE001
+        import cloudpickle
+        return cloudpickle.dumps(obj, protocol=5)
+
+
 def main(argv) -> int:
     workdir, index, processes, workers, fd = argv
     index, processes, workers = int(index), int(processes), int(workers)
@@ -70,7 +78,9 @@ def main(argv) -> int:
     comp: Optional[Computation] = None
     result: tuple
     try:
-        program, options = cloudpickle.loads((Path(workdir) / "program.pkl").read_bytes())
+        # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
+        # travelled by value (a function of an importable module travels by name).
+        program, options = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
         options = dict(options)
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
@@ -81,17 +91,17 @@ def main(argv) -> int:
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         # Whether this process only relays another's failure (the launcher reports the cause).
         relayed = comp is not None and comp.failure_origin is not None
-        result = ("error", exc, traceback.format_exc(), relayed)
+        result = ("error", exc, format_current(), relayed)
         code = 1
     try:
-        data = cloudpickle.dumps(result)
+        data = _dumps(result)
     except Exception as exc:  # noqa: BLE001
         err: Exception
         if result[0] == "ok":
             err = TypeError(f"process {index}: the program's return value cannot be pickled: {exc}")
         else:
             err = RuntimeError(f"process {index}: {type(result[1]).__name__}: {result[1]}")
-        data = cloudpickle.dumps(("error", err, result[2]))
+        data = _dumps(("error", err, result[2]))
         code = 1
     try:
         send_message(link, RESULT, data)

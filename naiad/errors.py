@@ -19,6 +19,13 @@ from naiad.progress.errors import NaiadError
 from naiad.progress.reachability import GraphError
 
 
+def format_current() -> str:
+    """The traceback of the exception being handled, as text (``traceback`` is imported by the
+    first failure, not by every process at start)."""
+    import traceback
+    return traceback.format_exc()
+
+
 class TimeViolation(NaiadError):
     """A vertex sent or asked for a notification at a time earlier than the event it handles."""
 

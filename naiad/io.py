@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-import traceback
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 from naiad.delivery import Deliverer
 from naiad.recovery.logs import OutputLost
-from naiad.errors import GraphError, NaiadError, VertexError
+from naiad.errors import GraphError, NaiadError, VertexError, format_current
 from naiad.graph import VERTEX, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
@@ -140,7 +139,7 @@ class Subscription:
         def failed(exc: BaseException, epoch: int) -> None:
             comp.fail(VertexError(self.name, comp.process_index * comp.workers_per_process,
                                   Timestamp(epoch), "subscribe", exc,
-                                  traceback.format_exc(), comp.process_index))
+                                  format_current(), comp.process_index))
 
         def progress(epoch: int) -> None:
             if comp.window is not None:

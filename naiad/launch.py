@@ -14,7 +14,7 @@ When one process fails or dies, the others are stopped.
 from __future__ import annotations
 
 import os
-import secrets
+import pickle
 import selectors
 import shutil
 import signal
@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import cloudpickle
 
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
-from naiad.transport.security import resolve_secret
+from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
            "ENDPOINTS", "RESULT", "rendezvous_timeout"]
@@ -96,6 +95,7 @@ def program_payload(program: Callable[[Any], Any],
     by cloudpickle.  A function of an importable module travels as its name (a few dozen
     bytes, whatever data the module holds); one defined in ``__main__`` or a closure travels by
     value, with every object it refers to (see docs/launch.md)."""
+    import cloudpickle
     try:
         return cloudpickle.dumps((program, options or {}))
     except Exception as exc:
@@ -112,7 +112,8 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     if resolve_secret(options.get("secret")) is None:
         # A random secret per run, handed to the children inside the private program file
         # (never in argv or the environment): every socket of the run is CURVE-authenticated.
-        options = dict(options, secret=secrets.token_hex(32))
+        # It is key material already, so the children skip the slow derivation.
+        options = dict(options, secret=random_secret())
     # The monitor page and terminal progress live here; the children report over loopback.
     options, watching = watch(options, options["secret"], in_process=False)
     restore: Callable[[], None] = lambda: None
@@ -177,7 +178,7 @@ class _Supervisor:
         self.procs, self.links = procs, links
         self.readers = [MessageReader() for _ in procs]
         self.endpoints: Dict[int, str] = {}
-        self.results: Dict[int, bytes] = {}
+        self.results: Dict[int, Any] = {}   # read as soon as they arrive, while others run
         self.outcome: Dict[int, Any] = {}
         self.order: List[int] = []          # processes in the order their failure was seen
         self.stopped: Dict[int, str] = {}   # processes this launcher killed, and why
@@ -284,7 +285,7 @@ class _Supervisor:
                             pass
                 self.rendezvous_deadline = None
         elif kind == RESULT:
-            self.results[i] = body
+            self.results[i] = self._load_result(i, body)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -378,11 +379,12 @@ class _Supervisor:
                 return
 
     def _result(self, i: int):
-        data = self.results.get(i)
-        if data is None:
-            return None
+        return self.results.get(i)
+
+    @staticmethod
+    def _load_result(i: int, data: bytes):
         try:
-            return cloudpickle.loads(data)
+            return pickle.loads(data)
         except Exception as exc:  # noqa: BLE001
             return ("error",
                     ComputationFailed(f"process {i}: its result could not be read: {exc}"), "")

@@ -30,14 +30,13 @@ worker did can be reported to an optional ``meter`` (see :mod:`naiad.meter`), ti
 
 from __future__ import annotations
 
-import traceback
 from collections import deque
 from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.recovery import snapshot
 from naiad.recovery.cuts import Aligner, quiescent, snapshot_all
-from naiad.errors import NaiadError, ProgressViolation, VertexError
+from naiad.errors import NaiadError, ProgressViolation, VertexError, format_current
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
 from naiad.partition import batch_cut, partition
@@ -137,7 +136,7 @@ class WorkerState:
             v = st.factory()  # type: ignore[misc]  # only vertex stages reach here
         except Exception as exc:
             raise VertexError(st.name, self.index, None, "the vertex factory", exc,
-                              traceback.format_exc()) from exc
+                              format_current()) from exc
         if not isinstance(v, Vertex):
             msg = (f"stage {st.name!r}: the factory returned {type(v).__name__}, not a "
                    "naiad.Vertex; pass a Vertex subclass or a function returning an instance")
@@ -358,7 +357,7 @@ class WorkerState:
         except Exception as exc:
             st = self.stages[conn.dst]
             raise VertexError(st.name, self.index, time, "partition_by", exc,
-                              traceback.format_exc(), self.process_index) from exc
+                              format_current(), self.process_index) from exc
         me = self.index
         actions = self.actions
         for dest in range(self.peers):
@@ -474,7 +473,7 @@ class WorkerState:
         """Raise a VertexError naming ``v``'s stage, this worker, ``time`` and ``callback``."""
         v._now = None
         raise VertexError(v._stagedef.name, self.index, time, callback, exc,
-                          traceback.format_exc(), self.process_index) from exc
+                          format_current(), self.process_index) from exc
 
     def describe_progress(self) -> str:
         """The active pointstamps of this worker's view, for a diagnostic."""

@@ -70,3 +70,16 @@ def test_string_keys_split_in_c_match_key_hash(parts):
     for batch in (words, words + ["lone \ud800"]):     # the second falls back per key
         out = partition(batch, lambda w: w, parts)
         assert out == [[w for w in batch if key_hash(w) % parts == d] for d in range(parts)]
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_a_string_first_key_then_others_still_matches_key_hash(seed):
+    """The all-strings path is taken by the first key's type; any other key later (an int, a
+    tuple, a lone surrogate, an unhashable list) must fall back, not misplace records."""
+    rng = random.Random(seed)
+    keys = ["first"] + random_keys(seed, 400)
+    keys.insert(rng.randrange(1, len(keys)), rng.choice([7, ("t", 1), "lone \udc80", 2.5]))
+    for parts in (2, 3):
+        records = [(k, i) for i, k in enumerate(keys)]
+        out = partition(records, lambda r: r[0], parts)
+        assert out == [[r for r in records if key_hash(r[0]) % parts == d] for d in range(parts)]

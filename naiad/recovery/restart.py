@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Callable, Dict, List
 
@@ -13,8 +12,6 @@ from naiad.recovery.logs import OutputLost
 from naiad.errors import GraphError, NaiadError
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
-
-log = logging.getLogger("naiad.recovery")
 
 
 class RecoveryFailed(NaiadError):
@@ -53,7 +50,8 @@ def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, work
                        f"last failure: {type(exc).__name__}: {exc}")
                 raise RecoveryFailed(msg) from exc
             attempt += 1
-            log.warning("computation failed (%s: %s); restart %d of %d from the last checkpoint "
+            import logging      # here: only a run that restarts logs
+            logging.getLogger("naiad.recovery").warning("computation failed (%s: %s); restart %d of %d from the last checkpoint "
                         "in %s", type(exc).__name__, exc, attempt, restarts,
                         options.get("checkpoint_dir"))
             time.sleep(0.1)

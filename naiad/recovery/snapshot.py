@@ -20,7 +20,6 @@ import io
 import pickle
 from typing import Any, Dict
 
-import cloudpickle
 
 from naiad.errors import NaiadError
 
@@ -35,6 +34,7 @@ def encode(state: Any) -> Dict[str, Any]:
     try:
         data = pickle.dumps(state, protocol=5)
     except Exception:
+        import cloudpickle      # classes of __main__, lambdas: by value
         data = cloudpickle.dumps(state)
     return {"format": FORMAT, "state": data}
 

@@ -28,11 +28,9 @@ import signal
 import threading
 import warnings
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-import cloudpickle
 
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
 from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
@@ -66,18 +64,20 @@ def _dumps(obj: Any) -> bytes:
     try:
         return pickle.dumps(obj, protocol=5)
     except Exception:
+        import cloudpickle      # classes of __main__, lambdas: by value
         return cloudpickle.dumps(obj)
 
 
-@dataclass
 class Restored:
     """What a process restores from a complete checkpoint."""
 
-    epoch: int
-    path: Path
-    manifest: Dict[str, Any]
-    # worker index -> {stage id -> state}
-    states: Dict[int, Dict[int, Any]] = field(default_factory=dict)
+    def __init__(self, epoch: int, path: Path, manifest: Dict[str, Any]):
+        self.epoch, self.path, self.manifest = epoch, path, manifest
+        # worker index -> {stage id -> state}
+        self.states: Dict[int, Dict[int, Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"Restored(epoch={self.epoch}, path={self.path})"
 
     @property
     def notifications(self) -> List[Tuple[int, int, Any]]:

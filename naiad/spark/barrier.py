@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import secrets
 import socket
 import time
 import traceback
@@ -33,6 +32,7 @@ from naiad.computation import Computation
 from naiad.config import check_options, positive_int
 from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
+from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
                             unpack_results)
 from naiad.spark.frames import PartitionTables, result_batches
@@ -266,7 +266,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     if processes != partitions:
         data = data.repartition(processes)
     epochs = epoch_spec(data, epoch_column)
-    secret = options.pop("secret", None) or secrets.token_hex(32)
+    secret = options.pop("secret", None) or random_secret()
     # The page and terminal progress are the driver's; tasks report to it on loopback, so this
     # serves local and one-host runs.
     options, watching = watch(options, secret, in_process=False)

@@ -13,16 +13,15 @@ process.  Barriers (ARRIVE) return process 0's value.  The data plane
 
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import queue
+import struct
 import threading
 import time
 from typing import Any, Dict, List, Optional
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
 from naiad.transport.protocol import FabricHooks
@@ -31,7 +30,6 @@ from naiad.transport.wire import dump_failure, load_failure
 
 __all__ = ["ControlPlane", "connect_push", "HELLO", "FAIL", "DONE", "ARRIVE"]
 
-log = logging.getLogger("naiad.transport")
 
 # Control frame tags.
 HELLO, FAIL, DONE, ARRIVE = b"H", b"F", b"E", b"A"
@@ -54,6 +52,12 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
         keys.connect_as_client(sock)
     sock.connect(endpoint)
     return sock
+
+
+def _monitor_event(frames: List[bytes]) -> int:
+    """The event number of a socket monitor's message (16 bits of event, 32 of value, then the
+    endpoint); ``zmq.utils.monitor`` does the same but imports ``asyncio``."""
+    return struct.unpack_from("=H", frames[0])[0]
 
 
 class ControlPlane:
@@ -193,7 +197,8 @@ class ControlPlane:
             self._comm(hello)
         except Exception as exc:  # noqa: BLE001 - must reach the computation
             if not self._closed:
-                log.exception("communication thread failed")
+                import logging   # here: the logging package costs each process ~4 ms
+                logging.getLogger("naiad.transport").exception("communication thread failed")
                 self.hooks.fail(ComputationFailed(f"process {self.process_index}: communication "
                                                   f"thread failed: {exc!r}"))
 
@@ -269,12 +274,12 @@ class ControlPlane:
         """A connection event of the control socket to process ``p``."""
         while True:
             try:
-                event = recv_monitor_message(mon, zmq.NOBLOCK)
+                event = _monitor_event(mon.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 return
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected.add(p)
-            elif event["event"] == zmq.EVENT_DISCONNECTED and p in self._connected:
+            elif event == zmq.EVENT_DISCONNECTED and p in self._connected:
                 # A peer that ended normally sent DONE before it closed, but on another
                 # connection: give that message a moment to arrive before calling it gone.
                 self._gone.setdefault(p, time.monotonic())

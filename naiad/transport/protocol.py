@@ -14,8 +14,7 @@ of callbacks, and reports a failure that came from another process as a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Protocol
 
 __all__ = ["Fabric", "Inbox", "FabricHooks"]
 
@@ -90,8 +89,7 @@ def _explain_nothing(src: int, items: list) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class FabricHooks:
+class FabricHooks(NamedTuple):
     """The callbacks a transport may call, instead of reaching into the computation.
 
     ``fail(exc)``: the computation must stop with ``exc`` (a :class:`naiad.RemoteFailure` when
@@ -100,9 +98,9 @@ class FabricHooks:
     by worker ``src``) that cannot be pickled.
     """
 
-    fail: Callable[[BaseException], None] = field(default=_ignore)
-    failure: Callable[[], Optional[BaseException]] = field(default=_no_failure)
-    explain_unpicklable: Callable[[int, list], None] = field(default=_explain_nothing)
+    fail: Callable[[BaseException], None] = _ignore
+    failure: Callable[[], Optional[BaseException]] = _no_failure
+    explain_unpicklable: Callable[[int, list], None] = _explain_nothing
 
     def check_failed(self) -> None:
         """Raise the computation's failure, if there is one."""

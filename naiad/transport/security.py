@@ -5,9 +5,12 @@ makes a random secret per run and hands it to its children privately, Spark's ``
 the same per call, and processes started by hand must be given one (``secret=``,
 ``NAIAD_SECRET``, or ``NAIAD_SECRET_FILE`` naming a file readable only by its owner).  Every
 process derives the same server and client key pairs from the secret with scrypt (a slow key
-derivation, so a passphrase cannot be guessed quickly from a captured handshake); a peer that
-does not know the secret cannot complete the CURVE handshake, the ZAP handler admits only the
-client key derived from it, and nothing is read, let alone unpickled, from a socket before that.
+derivation, so a passphrase cannot be guessed quickly from a captured handshake), except from a
+secret that is key material already: ``naiad-key:`` and 64 hex digits (32 random bytes, what
+:func:`random_secret` makes for ``execute`` and Spark), used as it is.  A peer that
+does not know the secret cannot complete the CURVE handshake, the ZAP handler
+(:mod:`naiad.transport.zap`) admits only the client key derived from it, and nothing is read,
+let alone unpickled, from a socket before that.
 """
 
 from __future__ import annotations
@@ -16,16 +19,36 @@ import hashlib
 import ipaddress
 import os
 import socket
-from typing import Iterable, Optional, Tuple
+from typing import Iterable, Optional, Tuple, Union
 
 import zmq
 from zmq.utils import z85
 
 __all__ = ["CurveKeys", "needs_authentication", "resolve_secret", "read_secret_file",
-           "is_loopback", "SECRET_HELP"]
+           "is_loopback", "random_secret", "KEY_PREFIX", "SECRET_HELP"]
 
 
 _SALT = b"naiad-curve-v2"
+
+KEY_PREFIX = "naiad-key:"
+"""A secret of this prefix and 64 hex digits is 32 bytes of key material, not a passphrase."""
+
+
+def random_secret() -> str:
+    """A fresh secret that is key material (32 random bytes): the processes given it derive
+    their keys at once, without scrypt's 16 MB and tens of milliseconds per process."""
+    return KEY_PREFIX + os.urandom(32).hex()
+
+
+def _master(secret: bytes) -> bytes:
+    """32 bytes of key material: the secret itself when it is key material, else scrypt of it."""
+    prefix = KEY_PREFIX.encode()
+    if secret.startswith(prefix) and len(secret) == len(prefix) + 64:
+        try:
+            return bytes.fromhex(secret[len(prefix):].decode("ascii"))
+        except ValueError:
+            pass            # not hex: an ordinary passphrase that happens to start so
+    return hashlib.scrypt(secret, salt=_SALT, n=2 ** 14, r=8, p=1, dklen=32)
 
 
 def _keypair(master: bytes, role: bytes) -> Tuple[bytes, bytes]:
@@ -37,10 +60,12 @@ def _keypair(master: bytes, role: bytes) -> Tuple[bytes, bytes]:
 class CurveKeys:
     """The server and client key pairs of one computation."""
 
-    def __init__(self, secret: bytes):
+    def __init__(self, secret: Union[str, bytes]):
+        if isinstance(secret, str):
+            secret = secret.encode()
         if not secret:
             raise ValueError("the CURVE secret must not be empty")
-        master = hashlib.scrypt(secret, salt=_SALT, n=2 ** 14, r=8, p=1, dklen=32)
+        master = _master(secret)
         self.server_public, self.server_secret = _keypair(master, b"server")
         self.client_public, self.client_secret = _keypair(master, b"client")
 
@@ -55,10 +80,6 @@ class CurveKeys:
         sock.curve_secretkey = self.client_secret
         sock.curve_publickey = self.client_public
         sock.curve_serverkey = self.server_public
-
-    def callback(self, domain: str, client_key: bytes) -> bool:
-        """ZAP credentials provider: only our client key is admitted."""
-        return client_key == self.client_public
 
 
 def is_loopback(host: str) -> bool:
@@ -81,8 +102,9 @@ def needs_authentication(hosts: Iterable[str]) -> bool:
 
 SECRET_HELP = ("every process of a multi-process computation must be given the same secret, "
                "from which they derive ZeroMQ CURVE keys so that no one else can connect and "
-               "send data: set NAIAD_SECRET (for example NAIAD_SECRET=$(python -c 'import "
-               "secrets; print(secrets.token_hex(32))')), or NAIAD_SECRET_FILE to a file only "
+               "send data: set NAIAD_SECRET (for example NAIAD_SECRET=naiad-key:$(python -c "
+               "'import secrets; print(secrets.token_hex(32))'), 32 random bytes taken as the "
+               "key without a slow derivation), or NAIAD_SECRET_FILE to a file only "
                "you can read, or pass secret=... (naiad.execute makes one itself)")
 
 

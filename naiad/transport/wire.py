@@ -24,8 +24,6 @@ import pickle
 import sys
 from typing import Any, List, Sequence, Tuple
 
-import cloudpickle
-
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
 
@@ -78,6 +76,7 @@ def explain_pickling(graph: Any, src: int, items: list, process: int) -> None:
         except Exception as exc:
             conn = graph.connectors[item[1]]
             src_stage, dst_stage = graph.stages[conn.src], graph.stages[conn.dst]
+            import cloudpickle
             try:
                 cloudpickle.dumps(item[3])
             except Exception:

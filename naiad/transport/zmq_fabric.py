@@ -22,9 +22,7 @@ import pickle
 from queue import SimpleQueue
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-import cloudpickle
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
 
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.messages import DATA, PROGRESS, STOP
@@ -32,9 +30,10 @@ from naiad.transport.backpressure import (MESSAGE_BYTES, RECEIVE_BYTES, RECEIVE_
                                           RECORDS_PER_MESSAGE, SEND_HWM, wait_to_send)
 from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
-from naiad.transport.wire import decode, encode
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
+from naiad.transport.wire import decode, encode
+from naiad.transport.zap import ZapHandler
 
 __all__ = ["ZmqFabric"]
 
@@ -75,7 +74,7 @@ class ZmqFabric:
         self.heartbeat_timeout = float(options["heartbeat_timeout"])
         self.ctx = zmq.Context()
         self.keys: Optional[CurveKeys] = None
-        self.auth: Optional[ThreadAuthenticator] = None
+        self.auth: Optional[ZapHandler] = None
         self._closed = False
         n = workers_per_process
         self._push: List[Dict[int, zmq.Socket]] = [{} for _ in range(n)]
@@ -126,9 +125,8 @@ class ZmqFabric:
                   + SECRET_HELP
             raise NaiadError(msg)
         self.keys = CurveKeys(secret)
-        self.auth = ThreadAuthenticator(self.ctx)
-        self.auth.start()
-        self.auth.configure_curve_callback(domain="*", credentials_provider=self.keys)
+        # Bound before any server socket exists: only our client key is admitted.
+        self.auth = ZapHandler(self.ctx, [self.keys.client_public])
         self.control = ControlPlane(self.ctx, self.keys, self.process_index, self.processes,
                                     self.heartbeat_timeout, self.hooks)
         me = self.control.bind(bind)
@@ -281,6 +279,7 @@ class ZmqFabric:
             buffers = []
             # Records of a class defined in the program's __main__ (or lambdas, closures) are
             # pickled by value instead; the receiver's pickle.loads reads that too.
+            import cloudpickle
             try:
                 payload = cloudpickle.dumps(items, protocol=5)
             except Exception:

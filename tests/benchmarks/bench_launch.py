@@ -5,6 +5,10 @@ the import of the child's modules (``python -P -c 'import naiad._child, linq'``)
 the ``execute()`` call until the program is running in every child, and the whole run of a
 trivial program (one epoch of a few records through ``collect``).  Medians.
 
+Both trees are measured with their bytecode caches written (``PYTHONDONTWRITEBYTECODE`` is
+dropped and one unrecorded round comes first), as an installed package has them: without them
+every child compiles naiad from source, which costs more than everything else it does at start.
+
 With ``NAIAD_BENCH_BASELINE=<git revision>`` the same measurements also run on that revision
 (exported with ``git archive`` into a temporary directory), alternating with this tree round by
 round, so the before and after figures come from one run on the same machine state.
@@ -65,6 +69,7 @@ def _launch(processes: int) -> Tuple[float, float]:
 def samples() -> Dict[str, List[float]]:
     """Seconds of every measured row, ``REPEAT`` samples each, in this interpreter's tree."""
     out: Dict[str, List[float]] = {"bare": [], "imports": []}
+    _launch(PROCESSES[0])            # writes the bytecode caches; not recorded
     for _ in range(REPEAT):
         out["bare"].append(_interpreter("pass"))
         out["imports"].append(_interpreter("import naiad._child, linq"))
@@ -78,6 +83,7 @@ def samples() -> Dict[str, List[float]]:
 def _measure_tree(tree: Path) -> Dict[str, List[float]]:
     """Run :func:`samples` in a fresh interpreter whose naiad is ``tree``'s."""
     env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_launch", "--samples"],
                           cwd=tree, env=env, capture_output=True, text=True, check=True,
                           timeout=600)
