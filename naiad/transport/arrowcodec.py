@@ -2,10 +2,10 @@
 
 :func:`naiad.transport.wire.encode` pickles a step's items with protocol 5; when pyarrow is
 loaded, its dispatch table sends every ``pa.Table`` and ``pa.RecordBatch`` through
-:func:`reduce_table`: the table is written in the IPC stream format (one copy of its buffers,
-no per-row work, and a slice carries only its own rows, where pickling a sliced table would
-carry the whole parent buffers) and that one buffer leaves the pickle out of band, as a frame
-of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns point
+:func:`reduce_table`: the table is written in the IPC stream format (its size counted first,
+then one copy of its buffers into a buffer of that size, no per-row work, and a slice carries
+only its own rows, where pickling a sliced table would carry the whole parent buffers) and that
+one buffer leaves the pickle out of band, as a frame of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns point
 into the received frame).
 
 >>> import pickle
@@ -29,10 +29,16 @@ __all__ = ["reduce_table", "table_from_ipc", "batch_from_ipc", "DISPATCH"]
 
 
 def _ipc(obj: Union[pa.Table, pa.RecordBatch]) -> pickle.PickleBuffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, obj.schema) as writer:
+    # The stream's size first (a mock stream counts bytes without copying), then one write
+    # into a buffer of that size: a growing buffer reallocates (and faults in fresh pages)
+    # several times on the way to a large table's size.
+    mock = pa.MockOutputStream()
+    with pa.ipc.new_stream(mock, obj.schema) as writer:
         writer.write(obj)
-    return pickle.PickleBuffer(sink.getvalue())
+    buffer = pa.allocate_buffer(mock.size())
+    with pa.ipc.new_stream(pa.FixedSizeBufferWriter(buffer), obj.schema) as writer:
+        writer.write(obj)
+    return pickle.PickleBuffer(buffer)
 
 
 def reduce_table(table: pa.Table) -> Tuple[Callable[[Any], pa.Table], tuple]:
