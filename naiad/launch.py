@@ -14,7 +14,6 @@ When one process fails or dies, the others are stopped.
 from __future__ import annotations
 
 import os
-import secrets
 import selectors
 import shutil
 import signal
@@ -33,7 +32,7 @@ import cloudpickle
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
-from naiad.transport.security import resolve_secret
+from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
            "ENDPOINTS", "RESULT", "rendezvous_timeout"]
@@ -112,7 +111,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     if resolve_secret(options.get("secret")) is None:
         # A random secret per run, handed to the children inside the private program file
         # (never in argv or the environment): every socket of the run is CURVE-authenticated.
-        options = dict(options, secret=secrets.token_hex(32))
+        options = dict(options, secret=random_secret())
     # The monitor page and terminal progress live here; the children report over loopback.
     options, watching = watch(options, options["secret"], in_process=False)
     restore: Callable[[], None] = lambda: None

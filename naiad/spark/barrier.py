@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import secrets
 import socket
 import time
 import traceback
@@ -37,6 +36,7 @@ from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pac
                             unpack_results)
 from naiad.spark.frames import PartitionTables, result_batches
 from naiad.spark.session import quiet_warnings, task_slots
+from naiad.transport.security import random_secret
 
 __all__ = ["execute", "StageFailed", "BarrierTask", "listen_host"]
 
@@ -108,7 +108,7 @@ def _describe(exc: BaseException, process: int) -> str:
 class BarrierTask:
     """What each task of the stage runs; pickled by the driver with the program inside."""
 
-    def __init__(self, program: Callable, workers: int, options: dict, secret: str,
+    def __init__(self, program: Callable, workers: int, options: dict, secret: Union[str, bytes],
                  columns: Optional[List[str]], epochs):
         self.program = program
         self.workers = workers
@@ -266,7 +266,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     if processes != partitions:
         data = data.repartition(processes)
     epochs = epoch_spec(data, epoch_column)
-    secret = options.pop("secret", None) or secrets.token_hex(32)
+    secret = options.pop("secret", None) or random_secret()
     # The page and terminal progress are the driver's; tasks report to it on loopback, so this
     # serves local and one-host runs.
     options, watching = watch(options, secret, in_process=False)

@@ -8,6 +8,15 @@ process derives the same server and client key pairs from the secret with scrypt
 derivation, so a passphrase cannot be guessed quickly from a captured handshake); a peer that
 does not know the secret cannot complete the CURVE handshake, the ZAP handler admits only the
 client key derived from it, and nothing is read, let alone unpickled, from a socket before that.
+A secret that a launcher drew itself (:func:`random_secret`: 256 random bits, never typed by
+anyone) has nothing to stretch: its keys are derived with one SHA-256, without scrypt's 16 MB
+and 50-200 ms per process at the start of every run.
+
+>>> a, b = random_secret(), random_secret()
+>>> CurveKeys(a).client_public == CurveKeys(bytes(a)).client_public   # scrypt for plain bytes
+False
+>>> CurveKeys(a).client_public == CurveKeys(RandomSecret(bytes(a))).client_public
+True
 """
 
 from __future__ import annotations
@@ -15,13 +24,14 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import secrets
 import socket
 from typing import Iterable, Optional, Tuple
 
 import zmq
 from zmq.utils import z85
 
-__all__ = ["CurveKeys", "needs_authentication", "resolve_secret", "read_secret_file",
+__all__ = ["CurveKeys", "RandomSecret", "random_secret", "needs_authentication", "resolve_secret", "read_secret_file",
            "is_loopback", "SECRET_HELP"]
 
 
@@ -34,13 +44,28 @@ def _keypair(master: bytes, role: bytes) -> Tuple[bytes, bytes]:
     return zmq.curve_public(secret_key), secret_key
 
 
+class RandomSecret(bytes):
+    """A secret of 256 random bits drawn by a launcher for one run (see :func:`random_secret`)."""
+
+    def __reduce__(self):
+        return RandomSecret, (bytes(self),)
+
+
+def random_secret() -> RandomSecret:
+    """A fresh random secret for one run, to be handed to its processes privately."""
+    return RandomSecret(secrets.token_bytes(32))
+
+
 class CurveKeys:
     """The server and client key pairs of one computation."""
 
     def __init__(self, secret: bytes):
         if not secret:
             raise ValueError("the CURVE secret must not be empty")
-        master = hashlib.scrypt(secret, salt=_SALT, n=2 ** 14, r=8, p=1, dklen=32)
+        if isinstance(secret, RandomSecret) and len(secret) >= 32:
+            master = hashlib.sha256(_SALT + b"\0random\0" + bytes(secret)).digest()
+        else:               # possibly a passphrase: a slow derivation
+            master = hashlib.scrypt(secret, salt=_SALT, n=2 ** 14, r=8, p=1, dklen=32)
         self.server_public, self.server_secret = _keypair(master, b"server")
         self.client_public, self.client_secret = _keypair(master, b"client")
 
@@ -94,6 +119,8 @@ def resolve_secret(option: Optional[object]) -> Optional[bytes]:
         value = read_secret_file(os.environ["NAIAD_SECRET_FILE"])
     if value is None or value == "":
         return None
+    if isinstance(value, RandomSecret):
+        return value
     return value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
 
 
