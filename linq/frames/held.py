@@ -5,7 +5,9 @@ at every iteration of an epoch and arrives once, at iteration 0.  :class:`HeldJo
 tables for the epoch and, at the first iteration that needs it, makes a :class:`KeyIndex` of
 them: integer keys by direct addressing over their range (a dense probe costs one gather per
 static row, and the static columns are then used without a copy), otherwise the rows sorted by
-key (or by row hash, matches then checked column by column) and probed by ``searchsorted``.  So
+key (or by row hash, matches then checked column by column) and probed by ``searchsorted``; the
+last probe's answer is kept, and a probe by the same integer keys in the same order (the
+iterated side of a loop, iteration after iteration) reuses it after one comparison.  So
 the static side is neither shipped nor re-hashed again until the epoch's last iteration, when
 the index is dropped.  The output is that of :meth:`FrameStream.join`: the same columns, in
 the same order, for every ``how``.
