@@ -182,8 +182,13 @@ def test_route_hash_of_one_numeric_column_depends_on_values_only():
                                                  for i in (0, 1, 2, 3, 6)]
     halves = pa.table({"k": [0.5, 1.5, float("nan")]})
     assert len(set(route_hash(halves, ["k"]).tolist())) == 3
-    assert (route_hash(pa.table({"k": [True, False]}), ["k"]).tolist()
-            == route_hash(pa.table({"k": [1, 0]}), ["k"]).tolist())
+    assert (route_hash(pa.table({"k": [True, False, None]}), ["k"]).tolist()
+            == route_hash(pa.table({"k": [1, 0, None]}), ["k"]).tolist())
+    chunked = pa.table({"k": pa.chunked_array([[1], [2, None]], pa.int16())})
+    coded = pa.table({"k": pa.array([1, 2, None]).dictionary_encode()})
+    assert (route_hash(chunked, ["k"]).tolist() == route_hash(coded, ["k"]).tolist()
+            == route_hash(pa.table({"k": pa.array([1, 2, None], pa.uint64())}), ["k"]).tolist())
+    assert len(route_hash(pa.table({"k": pa.array([], pa.int64())}), ["k"])) == 0
     two = pa.table({"a": [1, 2], "b": ["x", "y"]})
     assert route_hash(two, ["a", "b"]).tolist() == row_hash(two, ["a", "b"]).tolist()
     strings = pa.table({"s": ["a", "b"]})

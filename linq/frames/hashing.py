@@ -116,7 +116,7 @@ def _fib(values: np.ndarray) -> np.ndarray:
 def _numbers(column: pa.ChunkedArray) -> np.ndarray:
     """``column`` (no nulls filled in: the caller marks them) as one numpy array."""
     if column.null_count:
-        column = column.fill_null(0)
+        column = column.fill_null(False if pa.types.is_boolean(column.type) else 0)
     if column.num_chunks == 1:
         return column.chunk(0).to_numpy(zero_copy_only=False)
     return column.to_numpy()
