@@ -114,7 +114,7 @@ def _fib(values: np.ndarray) -> np.ndarray:
 
 
 def _numbers(column: pa.ChunkedArray) -> np.ndarray:
-    """``column`` (no nulls filled in: the caller marks them) as one numpy array."""
+    """``column`` as one numpy array, nulls as 0 or False (the caller marks them)."""
     if column.null_count:
         column = column.fill_null(False if pa.types.is_boolean(column.type) else 0)
     if column.num_chunks == 1:
