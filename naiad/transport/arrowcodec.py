@@ -3,7 +3,7 @@
 :func:`naiad.transport.wire.encode` pickles a step's items with protocol 5; when pyarrow is
 loaded, its dispatch table sends every ``pa.Table`` and ``pa.RecordBatch`` through
 :func:`reduce_table`: the table is written in the IPC stream format (one copy of its buffers,
-no per-row work; from 1 MB on, its size is counted first and it is written into a buffer of
+no per-row work; from 512 KB on, its size is counted first and it is written into a buffer of
 that size, not a growing one; a slice carries only its own rows, where pickling a sliced table
 would carry the whole parent buffers) and that one buffer leaves the pickle out of band, as a
 frame of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns
@@ -29,7 +29,7 @@ import pyarrow as pa
 __all__ = ["reduce_table", "table_from_ipc", "batch_from_ipc", "DISPATCH"]
 
 
-PRESIZE = 1 << 20      # bytes: a table this large is written into a buffer of its final size
+PRESIZE = 1 << 19      # bytes: a table this large is written into a buffer of its final size
 
 
 def _ipc(obj: Union[pa.Table, pa.RecordBatch]) -> pickle.PickleBuffer:
