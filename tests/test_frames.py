@@ -10,11 +10,13 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
+np = pytest.importorskip("numpy")
 import pyarrow.compute as pc  # noqa: E402
 
 import naiad  # noqa: E402
 from linq import frames  # noqa: E402
 from linq.frames import FrameError, row_hash  # noqa: E402
+from linq.frames.hashing import destinations, route_hash  # noqa: E402
 
 
 def random_tables(seed: int, batches: int, rows: int, keys: int):
@@ -124,10 +126,11 @@ class _Owner(naiad.Vertex):
 
 
 def test_exchange_puts_equal_keys_together_whatever_their_width(cluster):
-    """Equal keys stored as int8, int32, uint16 and int64 in four streams, fed by different
-    processes, meet on one worker: the row hash depends on values, not on types or processes."""
+    """Equal keys stored as int8, int32, uint16, int64 and (integral) float64 in five streams,
+    fed by different processes, meet on one worker: the route depends on values, not on types
+    or processes."""
     import stages
-    types = [pa.int8(), pa.int32(), pa.uint16(), pa.int64()]
+    types = [pa.int8(), pa.int32(), pa.uint16(), pa.int64(), pa.float64()]
 
     def program(comp):
         inputs = [comp.new_input() for _ in types]
@@ -148,7 +151,7 @@ def test_exchange_puts_equal_keys_together_whatever_their_width(cluster):
             owners.setdefault(k, set()).add((proc, worker))
             sources.setdefault(k, set()).add(src)
     assert sorted(owners) == list(range(40))
-    assert all(sources[k] == {0, 1, 2, 3} for k in owners)
+    assert all(sources[k] == {0, 1, 2, 3, 4} for k in owners)
     assert all(len(where) == 1 for where in owners.values()), owners
 
 
@@ -165,6 +168,41 @@ def test_row_hash_is_the_same_in_every_process():
     ints = pa.table({"x": pa.array([1, 2], pa.int64())})
     floats = pa.table({"x": pa.array([1.0, 2.0])})
     assert row_hash(ints, ["x"]).tolist() == row_hash(floats, ["x"]).tolist()
+
+
+def test_route_hash_of_one_numeric_column_depends_on_values_only():
+    """One integer, boolean or float key column is routed by its value (whatever the width,
+    an integral float as its integer, nulls together), other keys by the row hash; consecutive
+    and strided keys spread evenly over the workers; the routes are the same in every process."""
+    values = [0, 1, -1, 7, 2**40, -(2**40), None]
+    widths = [pa.table({"k": pa.array(values, t)}) for t in (pa.int64(), pa.float64())]
+    small = pa.table({"k": pa.array([0, 1, -1, 7, None], pa.int8())})
+    assert route_hash(widths[0], ["k"]).tolist() == route_hash(widths[1], ["k"]).tolist()
+    assert route_hash(small, ["k"]).tolist() == [route_hash(widths[0], ["k"]).tolist()[i]
+                                                 for i in (0, 1, 2, 3, 6)]
+    halves = pa.table({"k": [0.5, 1.5, float("nan")]})
+    assert len(set(route_hash(halves, ["k"]).tolist())) == 3
+    assert (route_hash(pa.table({"k": [True, False, None]}), ["k"]).tolist()
+            == route_hash(pa.table({"k": [1, 0, None]}), ["k"]).tolist())
+    chunked = pa.table({"k": pa.chunked_array([[1], [2, None]], pa.int16())})
+    coded = pa.table({"k": pa.array([1, 2, None]).dictionary_encode()})
+    assert (route_hash(chunked, ["k"]).tolist() == route_hash(coded, ["k"]).tolist()
+            == route_hash(pa.table({"k": pa.array([1, 2, None], pa.uint64())}), ["k"]).tolist())
+    assert len(route_hash(pa.table({"k": pa.array([], pa.int64())}), ["k"])) == 0
+    two = pa.table({"a": [1, 2], "b": ["x", "y"]})
+    assert route_hash(two, ["a", "b"]).tolist() == row_hash(two, ["a", "b"]).tolist()
+    strings = pa.table({"s": ["a", "b"]})
+    assert route_hash(strings, ["s"]).tolist() == row_hash(strings, ["s"]).tolist()
+    for keys in (np.arange(10_000), np.arange(0, 2_000_000, 200), np.arange(0, 10_240_000, 1024)):
+        for workers in (2, 3, 4):
+            dest = destinations(route_hash(pa.table({"k": keys}), ["k"]), workers)
+            counts = np.bincount(dest, minlength=workers)
+            assert counts.min() > 0.9 * len(keys) / workers, (workers, counts)
+
+    def program(comp):
+        return route_hash(widths[0], ["k"]).tolist()
+    first, second = naiad.execute(program, processes=2)
+    assert first == second == route_hash(widths[0], ["k"]).tolist()
 
 
 def test_clear_errors():

@@ -1,7 +1,7 @@
 """FrameStream: a stream whose messages are ``pyarrow.Table`` batches, with columnar operators.
 
 Per time, as the record operators: tables at different timestamps never mix.  Exchanges cut
-tables by a row hash of their key columns (:mod:`linq.frames.hashing`), the same in every
+tables by a hash of their key columns (:mod:`linq.frames.hashing`), the same in every
 process; aggregations and joins run as Arrow kernels over whole tables, and ``group_by``
 combines each worker's tables locally before anything crosses the network.
 

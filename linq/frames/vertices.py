@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 import naiad
-from linq.frames.hashing import row_hash
+from linq.frames.hashing import destinations, route_hash
 
 __all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table"]
 
@@ -49,12 +49,13 @@ def require_columns(op: str, table: pa.Table, columns: Sequence[str]) -> None:
 
 
 def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> List[tuple]:
-    """``[(route, part)]``: the rows of ``table`` cut by ``row_hash % workers``, one part per
-    destination that gets rows, in destination order (a stable sort keeps the row order)."""
+    """``[(route, part)]``: the rows of ``table`` cut by the high bits of their ``route_hash``,
+    one part per destination that gets rows, in destination order (a stable sort keeps the row
+    order)."""
     workers = len(routes)
     if workers == 1 or table.num_rows == 0:
         return [(routes[0], table)] if table.num_rows else []
-    dest = (row_hash(table, keys) % np.uint64(workers)).astype(np.int64)
+    dest = destinations(route_hash(table, keys), workers)
     counts = np.bincount(dest, minlength=workers)
     whole = np.flatnonzero(counts == table.num_rows)
     if len(whole):                     # one destination (already partitioned): no copy

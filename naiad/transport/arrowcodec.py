@@ -3,10 +3,11 @@
 :func:`naiad.transport.wire.encode` pickles a step's items with protocol 5; when pyarrow is
 loaded, its dispatch table sends every ``pa.Table`` and ``pa.RecordBatch`` through
 :func:`reduce_table`: the table is written in the IPC stream format (one copy of its buffers,
-no per-row work, and a slice carries only its own rows, where pickling a sliced table would
-carry the whole parent buffers) and that one buffer leaves the pickle out of band, as a frame
-of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns point
-into the received frame).
+no per-row work; from 512 KB on, its size is counted first and it is written into a buffer of
+that size, not a growing one; a slice carries only its own rows, where pickling a sliced table
+would carry the whole parent buffers) and that one buffer leaves the pickle out of band, as a
+frame of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns
+point into the received frame).
 
 >>> import pickle
 >>> import pyarrow as pa
@@ -28,11 +29,25 @@ import pyarrow as pa
 __all__ = ["reduce_table", "table_from_ipc", "batch_from_ipc", "DISPATCH"]
 
 
+PRESIZE = 1 << 19      # bytes: a table this large is written into a buffer of its final size
+
+
 def _ipc(obj: Union[pa.Table, pa.RecordBatch]) -> pickle.PickleBuffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, obj.schema) as writer:
+    if obj.get_total_buffer_size() < PRESIZE:     # (of a slice: its parent's buffers)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, obj.schema) as writer:
+            writer.write(obj)
+        return pickle.PickleBuffer(sink.getvalue())
+    # The stream's size first (a mock stream counts bytes without copying), then one write
+    # into a buffer of that size: a growing buffer reallocates (and faults in fresh pages)
+    # several times on the way to a large table's size.
+    mock = pa.MockOutputStream()
+    with pa.ipc.new_stream(mock, obj.schema) as writer:
         writer.write(obj)
-    return pickle.PickleBuffer(sink.getvalue())
+    buffer = pa.allocate_buffer(mock.size())
+    with pa.ipc.new_stream(pa.FixedSizeBufferWriter(buffer), obj.schema) as writer:
+        writer.write(obj)
+    return pickle.PickleBuffer(buffer)
 
 
 def reduce_table(table: pa.Table) -> Tuple[Callable[[Any], pa.Table], tuple]:
