@@ -49,7 +49,7 @@ from linq.invariant import HeldVertex, held
 try:
     import numpy as np
 except ImportError:             # numpy is optional: every batch takes the general path
-    np = None
+    np = None  # type: ignore[assignment]
 
 __all__ = ["spread", "SpreadVertex"]
 
@@ -98,7 +98,7 @@ class SpreadVertex(HeldVertex):
 
     def _match(self, table: dict, records: list) -> list:
         plan = self._plan(table)
-        if plan is not None and 2 * len(records) >= len(plan.keys):
+        if plan is not None and 4 * len(records) >= len(plan.keys):
             xs = dict(records)
             if len(xs) == len(records):           # one varying record per key
                 out = self._arrays(plan, xs)
@@ -183,7 +183,7 @@ class SpreadVertex(HeldVertex):
         for k, x in records:
             for targets in table.get(k, empty):
                 v = self._call(share, "share", (x, targets))
-                pairs = zip(targets, repeat(v))
+                pairs: Iterable = zip(targets, repeat(v))
                 if own is not None:
                     pairs = chain(pairs, ((k, self._call(own, "own", (x,))),))
                 for t, v in pairs:
