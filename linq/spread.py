@@ -106,6 +106,11 @@ class SpreadVertex(HeldVertex):
                     return out
         return self._fold(table, records)
 
+    def on_notify(self, time) -> None:
+        super().on_notify(time)
+        if time[1][-1] == self.last:              # the epoch's held table is gone
+            self._plans.clear()
+
     def _plan(self, table: dict):
         entry = self._plans.get(id(table))
         if entry is None or entry[0] is not table:
