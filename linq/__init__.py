@@ -19,11 +19,12 @@ from linq.iteration import iterate, iterate_and_accumulate
 from linq.join import join
 from linq.keyed import aggregate, cogroup_by, count, group_by, max, min
 from linq.sets import distinct, except_, intersect, union
+from linq.spread import spread
 from linq.streaming import partition_by, select, select_many, where
 
 __all__ = ["UserFunctionError", "Loop", "OPERATORS", "select", "where", "select_many", "partition_by",
            "distinct", "union", "intersect", "except_", "count", "group_by", "cogroup_by",
-           "join", "min", "max", "aggregate", "iterate", "iterate_and_accumulate"]
+           "join", "min", "max", "aggregate", "spread", "iterate", "iterate_and_accumulate"]
 
 # The methods ``import linq`` adds to Stream, by name.
 OPERATORS = {
@@ -42,6 +43,7 @@ OPERATORS = {
     "min": min,
     "max": max,
     "aggregate": aggregate,
+    "spread": spread,
     "iterate": iterate,
     "iterate_and_accumulate": iterate_and_accumulate,
 }

@@ -212,16 +212,6 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
             replay_all(items)               # raises the precise error
             raise
 
-    def merge(acc: dict, edge: int, records: list) -> None:
-        if not acc and _adopt(acc, records):
-            return
-        try:
-            combine_pairs(acc, records)
-        except Exception:
-            for kv in records:              # a failing call, named precisely
-                replay(acc, _first, _second, kv)
-            raise
-
     def replay_all(items: list) -> None:
         scratch: dict = {}
         for r in items:
@@ -231,16 +221,38 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
             scratch[k] = v if cur is _MISSING else combine(cur, v)
 
     def replay(acc: dict, key: Callable, value: Callable, r: Any) -> None:
-        """The failing record again, one call at a time, against the state it met."""
-        k = call(op, "key", key, (r,), HASHABLE)
-        v = call(op, "value", value, (r,))
-        cur = acc.get(k, _MISSING)
-        if cur is not _MISSING:
-            call(op, role, combine, (cur, v))
+        _replay(op, role, combine, acc, key, value, r)
     diagnose = _fused_input(stream, None)[2]
     if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
         return per_time_stage([(source, None)], op, dict, fold, _items, diagnose)
     local = per_time_stage([(source, None)], f"{op}.local", dict, fold, _items, diagnose)
+    return merge_stage(local, op, combine, role)
+
+
+def _replay(op: str, role: str, combine: Callable, acc: dict, key: Callable, value: Callable,
+            r: Any) -> None:
+    """The failing record again, one call at a time, against the state it met."""
+    k = call(op, "key", key, (r,), HASHABLE)
+    v = call(op, "value", value, (r,))
+    cur = acc.get(k, _MISSING)
+    if cur is not _MISSING:
+        call(op, role, combine, (cur, v))
+
+
+def merge_stage(local: Stream, op: str, combine: Callable[[Any, Any], Any], role: str) -> Stream:
+    """``(key, partial)`` pairs of ``local`` exchanged on the key and folded per time with
+    ``combine``: the second half of a pre-combined aggregation."""
+    combine_pairs = _combiner(combine)
+
+    def merge(acc: dict, edge: int, records: list) -> None:
+        if not acc and _adopt(acc, records):
+            return
+        try:
+            combine_pairs(acc, records)
+        except Exception:
+            for kv in records:              # a failing call, named precisely
+                _replay(op, role, combine, acc, _first, _second, kv)
+            raise
     return per_time_stage([(local, _first)], op, dict, merge, _items)
 
 

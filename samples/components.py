@@ -15,14 +15,17 @@ a breadth-first search; ``samples.components_vertex`` shows the loop that stops 
 :func:`components_invariant` keeps the edges out of the iterated records: only ``(node,
 label)`` pairs iterate, ``loop.enter`` brings the adjacency in once per epoch, and each round
 joins the labels with it, offers each label to the neighbours and keeps the least per node
-(``min``, combined on each worker before the exchange).  :func:`label_propagation` is the
-same rounds in plain Python.
+(``min``, combined on each worker before the exchange); :func:`components_spread` does the
+round with one operator, ``spread``, in arrays.  :func:`label_propagation` is the same rounds
+in plain Python.
 
 >>> from naiad.testing import run
 >>> edges = [(1, 2), (2, 3), (7, 8)]
 >>> run(lambda comp, s: components(s, rounds=2), [undirected_records(edges)])
 {0: [(1, 1), (2, 1), (3, 1), (7, 7), (8, 7)]}
 >>> run(lambda comp, s: components_invariant(s, rounds=2), [undirected_records(edges)], workers=2)
+{0: [(1, 1), (2, 1), (3, 1), (7, 7), (8, 7)]}
+>>> run(lambda comp, s: components_spread(s, rounds=2), [undirected_records(edges)], workers=2)
 {0: [(1, 1), (2, 1), (3, 1), (7, 7), (8, 7)]}
 >>> label_propagation(undirected_records(edges), 2) == {1: 1, 2: 1, 3: 1, 7: 7, 8: 7}
 True
@@ -44,7 +47,7 @@ from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, random_edges, stdlib_import_graph, undirected
 
-__all__ = ["components", "components_invariant", "label_propagation", "undirected_records", "rounds_needed", "oracle", "program",
+__all__ = ["components", "components_invariant", "components_spread", "label_propagation", "undirected_records", "rounds_needed", "oracle", "program",
            "run_components", "main"]
 
 
@@ -105,6 +108,25 @@ def components_invariant(graph: Stream, rounds: int) -> Stream:
         return (x.join(loop.enter(structure), _first, _first, _label_and_neighbours)
                  .select_many(_offers)
                  .min(_first, _second))
+    return labels.iterate(round_, rounds)
+
+
+def _keep(label: Hashable, adj: tuple) -> Hashable:
+    return label
+
+
+def _same(label: Hashable) -> Hashable:
+    return label
+
+
+def components_spread(graph: Stream, rounds: int) -> Stream:
+    """:func:`components_invariant` with ``spread``: each label goes along the invariant
+    adjacency (and to the node itself) and the least is kept per node, in arrays."""
+    structure = graph.select(lambda r: (r[0], tuple(r[1])))
+    labels = graph.select(lambda r: (r[0], r[0]))
+
+    def round_(loop, x: Stream) -> Stream:
+        return x.spread(loop.enter(structure), _keep, min, own=_same)
     return labels.iterate(round_, rounds)
 
 

@@ -31,8 +31,9 @@ iteration, so it crosses the network once), spreads the shares and sums them per
 >>> for combiner in (True, False):
 ...     ranks = run(lambda comp, s: pagerank(s, 3, 5, combiner=combiner), [graph])[0]
 ...     assert all(abs(r - want[n]) < 1e-12 for n, r in ranks), ranks
->>> ranks = run(lambda comp, s: pagerank_invariant(s, 3, 5), [graph], workers=2)[0]
->>> assert all(abs(r - want[n]) < 1e-12 for n, r in ranks), ranks
+>>> for form in (pagerank_invariant, pagerank_spread):
+...     ranks = run(lambda comp, s: form(s, 3, 5), [graph], workers=2)[0]
+...     assert all(abs(r - want[n]) < 1e-12 for n, r in ranks), ranks
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, rmat_edges, stdlib_import_graph
 
-__all__ = ["pagerank", "pagerank_invariant", "power_iteration", "program", "run_pagerank", "main"]
+__all__ = ["pagerank", "pagerank_invariant", "pagerank_spread", "power_iteration", "program", "run_pagerank", "main"]
 
 DAMPING = 0.85
 
@@ -146,6 +147,32 @@ def pagerank_invariant(adjacency_stream: Stream, nodes: int, iterations: int,
                  .select_many(_shares)
                  .aggregate(node_of, share_of, operator.add)
                  .select(damp))
+    return ranks.iterate(round_, iterations)
+
+
+def _share(rank: float, adj: tuple) -> float:
+    return rank / len(adj) if adj else 0.0
+
+
+def _nothing(rank: float) -> float:
+    return 0.0
+
+
+def pagerank_spread(adjacency_stream: Stream, nodes: int, iterations: int,
+                    damping: float = DAMPING) -> Stream:
+    """:func:`pagerank_invariant` with ``spread``: each round sends ``rank / degree`` along
+    the invariant adjacency and sums per node in arrays (and ``0.0`` to the node itself, so
+    that a node nothing points to still has a rank)."""
+    base = (1.0 - damping) / nodes
+    start = 1.0 / nodes
+    structure = adjacency_stream.select(lambda r: (r[0], tuple(r[1])))
+    ranks = adjacency_stream.select(lambda r: (r[0], start))
+
+    def damp(node_total: tuple) -> tuple:
+        return (node_total[0], base + damping * node_total[1])
+
+    def round_(loop, r: Stream) -> Stream:
+        return r.spread(loop.enter(structure), _share, operator.add, own=_nothing).select(damp)
     return ranks.iterate(round_, iterations)
 
 

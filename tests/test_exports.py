@@ -36,7 +36,8 @@ EXPORTS = {
     linq: {
         "UserFunctionError", "Loop", "OPERATORS", "select", "where", "select_many",
         "partition_by", "distinct", "union", "intersect", "except_", "count", "group_by",
-        "cogroup_by", "join", "min", "max", "aggregate", "iterate", "iterate_and_accumulate",
+        "cogroup_by", "join", "min", "max", "aggregate", "spread", "iterate",
+        "iterate_and_accumulate",
     },
     dd: {"new_input", "InputCollection", "Collection", "Collected", "Loop", "iterate"},
     naiad.spark: {

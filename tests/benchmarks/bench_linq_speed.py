@@ -1,18 +1,20 @@
 """Declarative queries against plain Python: word count, PageRank and components, 2 processes.
 
-Same-run ratios, medians of ``REPEAT`` runs each:
+Same-run ratios, medians of ``REPEAT`` runs each (for PageRank and components, the baseline
+and the forms run in turn, ``REPEAT`` rounds):
 
 * word count over 50 MB of the standard library's sources (``bench_wordcount``'s text and
   reader): ``select_many(str.split).count()`` on 1 and 2 processes, whole run (starting
   processes included), against ``Counter(chain.from_iterable(map(str.split, lines)))`` in one
   process;
 * PageRank, 10 iterations, on the real Debian package graph (``samples.debian.real_graph()``;
-  WordNet is not available offline) and on RMAT scale 16: the loop-invariant form
-  (``pagerank_invariant``) and the Hadoop form (``pagerank``, combiner on), 2 processes,
-  against ``power_iteration`` (dicts) in one process;
+  WordNet is not available offline) and on RMAT scale 16: the loop-invariant form with
+  ``spread`` (``pagerank_spread``, 1 and 2 processes) and with join + select_many +
+  aggregate (``pagerank_invariant``), and the Hadoop form (``pagerank``, combiner on),
+  2 processes, against ``power_iteration`` (dicts) in one process;
 * connected components by label propagation on the Debian graph with invariant edges
-  (``components_invariant``), 2 processes, against ``label_propagation`` (dicts), the same
-  number of rounds.
+  (``components_spread`` and ``components_invariant``, 1 and 2 processes) and in the Hadoop
+  form, against ``label_propagation`` (dicts), the same number of rounds.
 
 Every result is checked against its baseline.
 """
@@ -24,11 +26,11 @@ from collections import Counter
 
 import naiad
 from naiad.testing import shard
-from samples.components import (components, components_invariant, label_propagation,
-                                undirected_records)
+from samples.components import (components, components_invariant, components_spread,
+                                label_propagation, undirected_records)
 from samples.debian import real_graph
 from samples.graphs import adjacency, rmat_edges
-from samples.pagerank import pagerank, pagerank_invariant, power_iteration
+from samples.pagerank import pagerank, pagerank_invariant, pagerank_spread, power_iteration
 from tests.benchmarks import bench_wordcount as wc
 from tests.benchmarks.report import table, update_section
 
@@ -80,10 +82,9 @@ def _pagerank_program(edges, nodes, form):
     def program(comp):
         names, adj = adjacency(edges, nodes=nodes)
         inp = comp.new_input(name="graph")
-        if form == "invariant":
-            got = pagerank_invariant(inp.stream, len(names), ITERATIONS).collect()
-        else:
-            got = pagerank(inp.stream, len(names), ITERATIONS).collect()
+        build = {"spread": pagerank_spread, "invariant": pagerank_invariant,
+                 "hadoop": pagerank}[form]
+        got = build(inp.stream, len(names), ITERATIONS).collect()
         comp.activate()
         t0 = time.perf_counter()
         inp.on_next([(u, adj[u]) for u in shard(names, comp.process_index, comp.processes)])
@@ -93,32 +94,42 @@ def _pagerank_program(edges, nodes, form):
     return program
 
 
-def _pagerank_run(edges, nodes, form):
+def _pagerank_run(edges, nodes, form, processes):
     whole, parts = _timed(lambda: naiad.execute(_pagerank_program(edges, nodes, form),
-                                                processes=PROCESSES))
+                                                processes=processes))
     compute = max(p[0] for p in parts)
     return compute, whole, {u: r for p in parts for u, r in p[1]}
 
 
 def pagerank_rows(name, edges, nodes=None):
+    """Rounds of the baseline and every form in turn (``REPEAT`` of them), medians of each."""
     _, adj = adjacency(edges, nodes=nodes)
-    base, want = _median([_timed(lambda: power_iteration(adj, ITERATIONS))
-                          for _ in range(REPEAT)])
+    forms = (("spread", 1), ("spread", PROCESSES), ("invariant", PROCESSES),
+             ("hadoop", PROCESSES))
+    bases, runs = [], {f: [] for f in forms}
+    for _ in range(REPEAT):
+        bases.append(_timed(lambda: power_iteration(adj, ITERATIONS)))
+        for form, p in forms:
+            runs[form, p].append(_pagerank_run(edges, nodes, form, p))
+    base, want = _median(bases)
     rows = [[f"PageRank {name}: dicts (`power_iteration`)", "1", f"{base:.2f}", "", "1.00x",
              "baseline"]]
-    for form in ("invariant", "hadoop"):
-        compute, whole, got = _median([_pagerank_run(edges, nodes, form) for _ in range(REPEAT)])
+    for form, p in forms:
+        compute, whole, got = _median(runs[form, p])
         err = max(abs(got[u] - want[u]) for u in want)
-        rows.append([f"PageRank {name}: LINQ, {form} form", f"{PROCESSES}", f"{whole:.2f}",
+        what = {"spread": "invariant form, `spread`", "invariant": "invariant form, join",
+                "hadoop": "Hadoop form"}[form]
+        rows.append([f"PageRank {name}: LINQ, {what}", f"{p}", f"{whole:.2f}",
                      f"{compute:.2f}", f"{base / compute:.2f}x", f"max diff {err:.1e}"])
     return rows
 
 
 # ---- components ------------------------------------------------------------------------------
-def _cc_program(records, invariant):
+def _cc_program(records, form):
     def program(comp):
         inp = comp.new_input(name="graph")
-        build = components_invariant if invariant else components
+        build = {"spread": components_spread, "invariant": components_invariant,
+                 "hadoop": components}[form]
         got = build(inp.stream, CC_ROUNDS).collect()
         comp.activate()
         t0 = time.perf_counter()
@@ -130,19 +141,26 @@ def _cc_program(records, invariant):
 
 
 def components_rows(name, edges):
+    """Rounds of the baseline and every form in turn (``REPEAT`` of them), medians of each."""
     records = undirected_records(edges)
-    base, want = _median([_timed(lambda: label_propagation(records, CC_ROUNDS))
-                          for _ in range(REPEAT)])
+    forms = (("spread", 1), ("spread", PROCESSES), ("invariant", 1),
+             ("invariant", PROCESSES), ("hadoop", PROCESSES))
+    bases, runs = [], {f: [] for f in forms}
+    for _ in range(REPEAT):
+        bases.append(_timed(lambda: label_propagation(records, CC_ROUNDS)))
+        for form, p in forms:
+            whole, parts = _timed(lambda: naiad.execute(_cc_program(records, form),
+                                                        processes=p))
+            runs[form, p].append((max(q[0] for q in parts), whole,
+                                  dict(x for q in parts for x in q[1])))
+    base, want = _median(bases)
     rows = [[f"components {name}: dicts (`label_propagation`)", "1", f"{base:.2f}", "",
              "1.00x", "baseline"]]
-    for invariant, p in ((True, 1), (True, PROCESSES), (False, PROCESSES)):
-        def once():
-            whole, parts = _timed(lambda: naiad.execute(_cc_program(records, invariant),
-                                                        processes=p))
-            return max(q[0] for q in parts), whole, dict(x for q in parts for x in q[1])
-        compute, whole, got = _median([once() for _ in range(REPEAT)])
-        form = "invariant edges" if invariant else "Hadoop form"
-        rows.append([f"components {name}: LINQ, {form}", f"{p}", f"{whole:.2f}",
+    for form, p in forms:
+        compute, whole, got = _median(runs[form, p])
+        what = {"spread": "invariant edges, `spread`", "invariant": "invariant edges, join",
+                "hadoop": "Hadoop form"}[form]
+        rows.append([f"components {name}: LINQ, {what}", f"{p}", f"{whole:.2f}",
                      f"{compute:.2f}", f"{base / compute:.2f}x",
                      "equal" if got == want else "DIFFERENT"])
     return rows
