@@ -51,6 +51,29 @@ def _batch_fn(steps: Tuple[Step, ...], then: Optional[Callable[[list], list]] = 
     return run
 
 
+def _sum_changes(batch: list) -> Iterable[Tuple[Any, int]]:
+    """``(record, summed diff)`` of ``(record, diff)`` changes, zero sums dropped.  The +1 and
+    -1 changes (nearly all of them) are counted by ``Counter`` in C and combined by
+    comprehensions; only other diffs are summed by a Python loop."""
+    ones = [r for r, d in batch if d == 1]
+    pos: Dict[Any, int] = Counter(ones)
+    if len(ones) == len(batch):
+        return pos.items()
+    negs = [r for r, d in batch if d == -1]
+    if len(ones) + len(negs) != len(batch):
+        acc: Dict[Any, int] = {}
+        get = acc.get
+        for r, d in batch:
+            acc[r] = get(r, 0) + d
+        return [(r, d) for r, d in acc.items() if d]
+    if not ones:
+        return [(r, -n) for r, n in Counter(negs).items()]
+    neg: Dict[Any, int] = Counter(negs)
+    nget = neg.get
+    return ([(r, d) for r, n in pos.items() if (d := n - nget(r, 0))]
+            + [(r, -n) for r, n in neg.items() if r not in pos])
+
+
 def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
     if kind == "map":
         return lambda b, t: [(f(r), d) for r, d in b]
@@ -141,29 +164,44 @@ class Collection:
         (the same label offered to a node by many neighbours), and only the sum matters."""
         k = key
         v = value
-        # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, inline.
+        # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, and
+        # triples(pairs) -> the triples of (record, diff) pairs; inline.
         if k is None and v is False:
             kv: Callable[[Any], tuple] = lambda r: (r, None)
             ones: Callable[[list], list] = lambda b: [(r, None) for r, d in b if d == 1]
+            triples: Callable[[Iterable], list] = lambda a: [(r, None, d) for r, d in a]
         elif k is None:
             kv = lambda r: (r, r)
             ones = lambda b: [(r, r) for r, d in b if d == 1]
+            triples = lambda a: [(r, r, d) for r, d in a]
         elif v is False:
             kv = lambda r: (k(r), None)
             ones = lambda b: [(k(r), None) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), None, d) for r, d in a]
         elif v is None:
             kv = lambda r: (k(r), r)
             ones = lambda b: [(k(r), r) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), r, d) for r, d in a]
         else:
             vf = cast(Callable[[Any], Any], v)
             kv = lambda r: (k(r), vf(r))
             ones = lambda b: [(k(r), vf(r)) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), vf(r), d) for r, d in a]
         if consolidate:
-            def then(b: list) -> list:
+            def by_pair(b: list) -> list:
                 acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
                 for r, d in [rd for rd in b if rd[1] != 1]:
                     acc[kv(r)] += d
                 return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
+
+            def then(b: list) -> list:
+                # Summed by record first (the +1 and -1 changes counted in C), then keyed:
+                # the key and value functions run once per distinct record.
+                try:
+                    summed = _sum_changes(b)
+                except TypeError:                # unhashable records: sum by (key, value)
+                    return by_pair(b)
+                return triples(summed)
         else:
             def then(b: list) -> list:
                 return [kv(r) + (d,) for r, d in b]
