@@ -51,27 +51,18 @@ def _batch_fn(steps: Tuple[Step, ...], then: Optional[Callable[[list], list]] = 
     return run
 
 
-def _sum_changes(batch: list) -> Iterable[Tuple[Any, int]]:
-    """``(record, summed diff)`` of ``(record, diff)`` changes, zero sums dropped.  The +1 and
-    -1 changes (nearly all of them) are counted by ``Counter`` in C and combined by
-    comprehensions; only other diffs are summed by a Python loop."""
-    ones = [r for r, d in batch if d == 1]
-    pos: Dict[Any, int] = Counter(ones)
-    if len(ones) == len(batch):
-        return pos.items()
-    negs = [r for r, d in batch if d == -1]
-    if len(ones) + len(negs) != len(batch):
-        acc: Dict[Any, int] = {}
+def _sum_changes(batch: list) -> Dict[Any, int]:
+    """``{record: summed diff}`` of ``(record, diff)`` changes (zero sums kept).  Equal
+    ``(record, diff)`` pairs are counted by ``Counter`` in C; then the +1 counts make the
+    dictionary in one comprehension, and only the other diffs are added by a Python loop."""
+    pairs: Dict[Tuple[Any, int], int] = Counter(batch)
+    acc = {r: n for (r, d), n in pairs.items() if d == 1}
+    if len(acc) != len(pairs):
         get = acc.get
-        for r, d in batch:
-            acc[r] = get(r, 0) + d
-        return [(r, d) for r, d in acc.items() if d]
-    if not ones:
-        return [(r, -n) for r, n in Counter(negs).items()]
-    neg: Dict[Any, int] = Counter(negs)
-    nget = neg.get
-    return ([(r, d) for r, n in pos.items() if (d := n - nget(r, 0))]
-            + [(r, -n) for r, n in neg.items() if r not in pos])
+        for (r, d), n in pairs.items():
+            if d != 1:
+                acc[r] = get(r, 0) + d * n
+    return acc
 
 
 def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
@@ -165,28 +156,28 @@ class Collection:
         k = key
         v = value
         # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, and
-        # triples(pairs) -> the triples of (record, diff) pairs; inline.
+        # triples(sums) -> the triples of the non-zero sums of {record: diff}; inline.
         if k is None and v is False:
             kv: Callable[[Any], tuple] = lambda r: (r, None)
             ones: Callable[[list], list] = lambda b: [(r, None) for r, d in b if d == 1]
-            triples: Callable[[Iterable], list] = lambda a: [(r, None, d) for r, d in a]
+            triples: Callable[[Dict[Any, int]], list] = lambda a: [(r, None, d) for r, d in a.items() if d]
         elif k is None:
             kv = lambda r: (r, r)
             ones = lambda b: [(r, r) for r, d in b if d == 1]
-            triples = lambda a: [(r, r, d) for r, d in a]
+            triples = lambda a: [(r, r, d) for r, d in a.items() if d]
         elif v is False:
             kv = lambda r: (k(r), None)
             ones = lambda b: [(k(r), None) for r, d in b if d == 1]
-            triples = lambda a: [(k(r), None, d) for r, d in a]
+            triples = lambda a: [(k(r), None, d) for r, d in a.items() if d]
         elif v is None:
             kv = lambda r: (k(r), r)
             ones = lambda b: [(k(r), r) for r, d in b if d == 1]
-            triples = lambda a: [(k(r), r, d) for r, d in a]
+            triples = lambda a: [(k(r), r, d) for r, d in a.items() if d]
         else:
             vf = cast(Callable[[Any], Any], v)
             kv = lambda r: (k(r), vf(r))
             ones = lambda b: [(k(r), vf(r)) for r, d in b if d == 1]
-            triples = lambda a: [(k(r), vf(r), d) for r, d in a]
+            triples = lambda a: [(k(r), vf(r), d) for r, d in a.items() if d]
         if consolidate:
             def by_pair(b: list) -> list:
                 acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
@@ -195,8 +186,8 @@ class Collection:
                 return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
 
             def then(b: list) -> list:
-                # Summed by record first (the +1 and -1 changes counted in C), then keyed:
-                # the key and value functions run once per distinct record.
+                # Summed by record first (counted in C), then keyed: the key and value
+                # functions run once per distinct record.
                 try:
                     summed = _sum_changes(b)
                 except TypeError:                # unhashable records: sum by (key, value)

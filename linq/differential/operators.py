@@ -289,37 +289,33 @@ class ReduceVertex(Arranged):
         only the later times of a key's input updates, where the key is scheduled already
         (it got those updates then), so none is scheduled here."""
         all_below = all(below.values())
-        inputs = self.input
-        outputs = self.output
+        acc_all = self.input.accumulate_all
+        acc_some = self.input.accumulate
+        acc_out = self.output.accumulate_all
         logic = self.logic
         check = self.nonnegative
-        out: List[Tuple[Any, int]] = []
         added: List[Tuple[Hashable, Any, int]] = []
         for key in keys:
-            acc = inputs.accumulate_all(key, time) if all_below else \
-                inputs.accumulate(key, time, below)[0]
+            acc = acc_all(key, time) if all_below else acc_some(key, time, below)[0]
             if acc:
                 if check and min(acc.values()) < 0:
                     self._check(key, acc, time)
                 desired = logic(key, acc)
             else:
                 desired = {}
-            current = outputs.accumulate_all(key, time)
+            current = acc_out(key, time)
             if current == desired:
                 continue
             for r, n in desired.items():
                 d = n - current.get(r, 0)
                 if d:
-                    out.append((r, d))
                     added.append((key, r, d))
             for r, n in current.items():
                 if r not in desired:
-                    out.append((r, -n))
                     added.append((key, r, -n))
         if added:
-            outputs.add_batch(added, time)
-        if out:
-            self.send_batch_by(0, out, time)
+            self.output.add_batch(added, time)
+            self.send_batch_by(0, [(r, d) for _, r, d in added], time)
 
     def _check(self, key: Hashable, acc: Dict[Any, int], time: Timestamp) -> None:
         for v, n in acc.items():

@@ -34,6 +34,7 @@ from linq.differential.lattice import advance, le
 __all__ = ["Trace", "Update", "accumulate", "consolidate"]
 
 Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
+_NONE: List[Update] = []                      # no update left out (shared: never written)
 
 
 class Trace:
@@ -100,13 +101,13 @@ class Trace:
         epoch = time[0]
         self._saw(time)
         if self.epochs == (epoch, epoch):
-            # Every update held is of this epoch: nothing becomes due for compaction.
+            # Every update held is of this epoch: nothing becomes due for compaction.  (A new
+            # key costs an exception; they are few after the first batch.)
             for k, v, d in triples:
-                lst = index.get(k)
-                if lst is None:
+                try:
+                    index[k].append((v, time, d))
+                except KeyError:
                     index[k] = [(v, time, d)]
-                else:
-                    lst.append((v, time, d))
             return
         dirty = self.dirty
         for k, v, d in triples:
@@ -139,12 +140,18 @@ class Trace:
         if not lst:
             return {}
         c = self.cache.get(key)
-        if c is not None:
-            acc = c[1]
-            todo: Iterable[Update] = c[3] + lst[c[2]:] if c[3] else lst[c[2]:]
-        else:
-            acc = {}
+        todo: Iterable[Update]
+        if c is None:
+            acc: Dict[Any, int] = {}
             todo = lst
+        else:
+            acc = c[1]
+            if c[3]:
+                todo = c[3] + lst[c[2]:]
+            elif c[2] == len(lst):
+                return acc                      # nothing new: the entry stays as it is
+            else:
+                todo = lst[c[2]:]
         get = acc.get
         for v, _, d in todo:
             n = get(v, 0) + d
@@ -152,7 +159,7 @@ class Trace:
                 acc[v] = n
             else:
                 del acc[v]
-        self.cache[key] = (time, acc, len(lst), [])
+        self.cache[key] = (time, acc, len(lst), _NONE)
         return acc
 
     def chain_at(self, time: Timestamp) -> Optional[Dict[Timestamp, bool]]:
