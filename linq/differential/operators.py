@@ -14,7 +14,9 @@ least upper bound) sends it at that time.
   at the notification of a time the key's input and output are accumulated at that time, the
   logic is applied to the input, and the difference from the output is emitted.  Processing a
   key at ``T`` also schedules it at ``lub(T, t)`` for every time ``t`` of its history not below
-  ``T``: the interesting times at which two changes first hold together.
+  ``T``: the interesting times at which two changes first hold together.  In the first epoch
+  of a loop, whose times form a chain, none can arise: the notification then sums each key's
+  updates without comparing times (:meth:`ReduceVertex._notify_ordered`).
 * :class:`ConsolidateVertex`: sums the changes of a time at its notification.
 
 Every stateful vertex compacts its traces when its frontier moves (:mod:`.trace`).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import reprlib
 from operator import itemgetter
-from typing import Any, Callable, Dict, Hashable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
 
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
@@ -246,9 +248,10 @@ class ReduceVertex(Arranged):
 
     def on_notify(self, time: Timestamp) -> None:
         keys = self.pending.pop(time, ())
-        if self.ordered and self.output.all_at_or_before(time):
+        if self.ordered:
+            # chain_at refuses at once a trace holding two epochs (every epoch after the first).
             below = self.input.chain_at(time)
-            if below is not None:
+            if below is not None and self.output.all_at_or_before(time):
                 self._notify_ordered(keys, time, below)
                 return
         inputs = self.input
@@ -278,7 +281,7 @@ class ReduceVertex(Arranged):
         if out:
             self.send_batch_by(0, out, time)
 
-    def _notify_ordered(self, keys: Set[Hashable], time: Timestamp,
+    def _notify_ordered(self, keys: Iterable[Hashable], time: Timestamp,
                         below: Dict[Timestamp, bool]) -> None:
         """:meth:`on_notify` when every output update is at a time ``<= time`` and every input
         update of this epoch only, at a time comparable with ``time`` (the first epoch of a
