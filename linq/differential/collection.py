@@ -160,7 +160,8 @@ class Collection:
         if k is None and v is False:
             kv: Callable[[Any], tuple] = lambda r: (r, None)
             ones: Callable[[list], list] = lambda b: [(r, None) for r, d in b if d == 1]
-            triples: Callable[[Dict[Any, int]], list] = lambda a: [(r, None, d) for r, d in a.items() if d]
+            triples: Callable[[Dict[Any, int]], list] = \
+                lambda a: [(r, None, d) for r, d in a.items() if d]
         elif k is None:
             kv = lambda r: (r, r)
             ones = lambda b: [(r, r) for r, d in b if d == 1]
