@@ -51,6 +51,20 @@ def _batch_fn(steps: Tuple[Step, ...], then: Optional[Callable[[list], list]] = 
     return run
 
 
+def _sum_changes(batch: list) -> Dict[Any, int]:
+    """``{record: summed diff}`` of ``(record, diff)`` changes (zero sums kept).  Equal
+    ``(record, diff)`` pairs are counted by ``Counter`` in C; then the +1 counts make the
+    dictionary in one comprehension, and only the other diffs are added by a Python loop."""
+    pairs: Dict[Tuple[Any, int], int] = Counter(batch)
+    acc = {r: n for (r, d), n in pairs.items() if d == 1}
+    if len(acc) != len(pairs):
+        get = acc.get
+        for (r, d), n in pairs.items():
+            if d != 1:
+                acc[r] = get(r, 0) + d * n
+    return acc
+
+
 def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
     if kind == "map":
         return lambda b, t: [(f(r), d) for r, d in b]
@@ -141,29 +155,45 @@ class Collection:
         (the same label offered to a node by many neighbours), and only the sum matters."""
         k = key
         v = value
-        # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, inline.
+        # kv(record) -> (key, value); ones(batch) -> the (key, value) of its +1 changes, and
+        # triples(sums) -> the triples of the non-zero sums of {record: diff}; inline.
         if k is None and v is False:
             kv: Callable[[Any], tuple] = lambda r: (r, None)
             ones: Callable[[list], list] = lambda b: [(r, None) for r, d in b if d == 1]
+            triples: Callable[[Dict[Any, int]], list] = \
+                lambda a: [(r, None, d) for r, d in a.items() if d]
         elif k is None:
             kv = lambda r: (r, r)
             ones = lambda b: [(r, r) for r, d in b if d == 1]
+            triples = lambda a: [(r, r, d) for r, d in a.items() if d]
         elif v is False:
             kv = lambda r: (k(r), None)
             ones = lambda b: [(k(r), None) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), None, d) for r, d in a.items() if d]
         elif v is None:
             kv = lambda r: (k(r), r)
             ones = lambda b: [(k(r), r) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), r, d) for r, d in a.items() if d]
         else:
             vf = cast(Callable[[Any], Any], v)
             kv = lambda r: (k(r), vf(r))
             ones = lambda b: [(k(r), vf(r)) for r, d in b if d == 1]
+            triples = lambda a: [(k(r), vf(r), d) for r, d in a.items() if d]
         if consolidate:
-            def then(b: list) -> list:
+            def by_pair(b: list) -> list:
                 acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
                 for r, d in [rd for rd in b if rd[1] != 1]:
                     acc[kv(r)] += d
                 return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
+
+            def then(b: list) -> list:
+                # Summed by record first (counted in C), then keyed: the key and value
+                # functions run once per distinct record.
+                try:
+                    summed = _sum_changes(b)
+                except TypeError:                # unhashable records: sum by (key, value)
+                    return by_pair(b)
+                return triples(summed)
         else:
             def then(b: list) -> list:
                 return [kv(r) + (d,) for r, d in b]

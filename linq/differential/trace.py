@@ -34,12 +34,13 @@ from linq.differential.lattice import advance, le
 __all__ = ["Trace", "Update", "accumulate", "consolidate"]
 
 Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
+_NONE: List[Update] = []                      # no update left out (shared: never written)
 
 
 class Trace:
     """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
 
-    __slots__ = ("index", "dirty", "since", "cache", "times")
+    __slots__ = ("index", "dirty", "since", "cache", "times", "epochs")
 
     def __init__(self) -> None:
         self.index: Dict[Hashable, List[Update]] = {}
@@ -50,6 +51,9 @@ class Trace:
         # Every time an update may carry (a superset: compaction adds the advanced times and
         # keeps the old ones), so that "all updates are at or before t" is cheap to rule on.
         self.times: Set[Timestamp] = set()
+        # The least and greatest epoch of those times: while both equal the epoch of a batch,
+        # no key can hold updates of two epochs, so adding it marks nothing for compaction.
+        self.epochs: Optional[Tuple[int, int]] = None
 
     def __getstate__(self) -> dict:
         return {"index": self.index, "dirty": self.dirty, "since": self.since}
@@ -60,6 +64,8 @@ class Trace:
         self.since = state["since"]
         self.cache = {}
         self.times = {t for lst in self.index.values() for _, t, _ in lst}
+        self.epochs = (min(t[0] for t in self.times), max(t[0] for t in self.times)) \
+            if self.times else None
 
     def __len__(self) -> int:
         """The number of keys with updates."""
@@ -75,7 +81,7 @@ class Trace:
 
     def add(self, key: Hashable, value: Any, time: Timestamp, diff: int) -> None:
         """Append one update."""
-        self.times.add(time)
+        self._saw(time)
         lst = self.index.get(key)
         if lst is None:
             self.index[key] = [(value, time, diff)]
@@ -92,9 +98,18 @@ class Trace:
         written once and never again cost nothing when the frontier moves.
         """
         index = self.index
-        dirty = self.dirty
         epoch = time[0]
-        self.times.add(time)
+        self._saw(time)
+        if self.epochs == (epoch, epoch):
+            # Every update held is of this epoch: nothing becomes due for compaction.  (A new
+            # key costs an exception; they are few after the first batch.)
+            for k, v, d in triples:
+                try:
+                    index[k].append((v, time, d))
+                except KeyError:
+                    index[k] = [(v, time, d)]
+            return
+        dirty = self.dirty
         for k, v, d in triples:
             lst = index.get(k)
             if lst is None:
@@ -104,7 +119,67 @@ class Trace:
                     dirty.add(k)
                 lst.append((v, time, d))
 
-    def accumulate(self, key: Hashable, time: Timestamp) -> Tuple[Dict[Any, int], List[Update]]:
+    def _saw(self, time: Timestamp) -> None:
+        self.times.add(time)
+        e = time[0]
+        ep = self.epochs
+        if ep is None:
+            self.epochs = (e, e)
+        elif e < ep[0] or e > ep[1]:
+            self.epochs = (min(e, ep[0]), max(e, ep[1]))
+
+    def accumulate_all(self, key: Hashable, time: Timestamp) -> Dict[Any, int]:
+        """The collection of ``key`` at ``time`` when every update is at a time ``<= time``
+        (the caller knows it from :meth:`all_at_or_before`): the sum of all its updates.
+
+        No time is compared: the cached sum (whatever time it was asked at) plus the updates
+        it left out and those appended since.  The cached dictionary is updated in place and
+        returned; the caller must not keep it past its next call for ``key``.
+        """
+        lst = self.index.get(key)
+        if not lst:
+            return {}
+        c = self.cache.get(key)
+        todo: Iterable[Update]
+        if c is None:
+            acc: Dict[Any, int] = {}
+            todo = lst
+        else:
+            acc = c[1]
+            if c[3]:
+                todo = c[3] + lst[c[2]:]
+            elif c[2] == len(lst):
+                return acc                      # nothing new: the entry stays as it is
+            else:
+                todo = lst[c[2]:]
+        get = acc.get
+        for v, _, d in todo:
+            n = get(v, 0) + d
+            if n:
+                acc[v] = n
+            else:
+                del acc[v]
+        self.cache[key] = (time, acc, len(lst), _NONE)
+        return acc
+
+    def chain_at(self, time: Timestamp) -> Optional[Dict[Timestamp, bool]]:
+        """``{t: t <= time}`` over the times held, when every update is of ``time``'s epoch
+        (so none was ever moved by compaction) and every time compares with ``time``; else
+        None.  Then every update not at or before ``time`` is after it: the first epoch of a
+        loop, whose iterations form a chain."""
+        e = time[0]
+        if self.epochs != (e, e) and self.epochs is not None:
+            return None
+        out: Dict[Timestamp, bool] = {}
+        for t in self.times:
+            b = out[t] = le(t, time)
+            if not b and not le(time, t):
+                return None
+        return out
+
+    def accumulate(self, key: Hashable, time: Timestamp,
+                   below: Optional[Dict[Timestamp, bool]] = None
+                   ) -> Tuple[Dict[Any, int], List[Update]]:
         """The collection of ``key`` at ``time``, and its updates at times not ``<= time``.
 
         The result at the last time asked is kept per key: asked again at a later time, only
@@ -122,7 +197,8 @@ class Trace:
             acc = {}
             todo = lst
         later: List[Update] = []
-        below: Dict[Timestamp, bool] = {}        # each distinct time compared once
+        if below is None:
+            below = {}                           # each distinct time compared once
         for u in todo:
             t = u[1]
             b = below.get(t)
@@ -173,7 +249,7 @@ class Trace:
                 for v, t, d in lst:
                     if t[0] < bound:
                         t = single
-                        self.times.add(single)
+                        self._saw(single)
                     acc[(v, t)] = acc.get((v, t), 0) + d
             else:
                 acc = {}
@@ -181,7 +257,7 @@ class Trace:
                     a = moved.get(t)
                     if a is None:
                         a = moved[t] = advance(t, frontier)
-                        self.times.add(a)
+                        self._saw(a)
                     acc[(v, a)] = acc.get((v, a), 0) + d
             kept = [(v, t, d) for (v, t), d in acc.items() if d]
             if kept:
