@@ -121,3 +121,32 @@ def test_components_with_and_without_the_ordered_path(seed):
     on, off = _both(lambda: dd_components.run(edges, updates, workers=workers, check=True))
     assert ({e: sorted(c) for e, c in on[0]["results"].items()}
             == {e: sorted(c) for e, c in off[0]["results"].items()})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 4)),
+                min_size=1, max_size=40),
+       st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 4)))
+def test_all_at_or_before_asks_the_maximal_times_as_a_scan_of_every_time_would(times, probe):
+    tr = Trace()
+    for k, (e, i, j) in enumerate(times):
+        tr.add_batch([(k % 5, k, 1)], Timestamp(e, (i, j)))
+    held = {Timestamp(e, (i, j)) for e, i, j in times}
+    t = Timestamp(probe[0], (probe[1], probe[2]))
+    from linq.differential.lattice import le
+    assert tr.all_at_or_before(t) == all(le(x, t) for x in held)
+    assert set(tr.tops) <= held
+    assert all(not le(a, b) for a in tr.tops for b in tr.tops if a is not b)
+
+
+def test_the_maximal_times_stay_few_over_many_epochs():
+    # A loop's times over 2,000 epochs: every epoch adds iterations 0..3, the set of times
+    # grows with the epochs, the maximal ones do not (one per iteration depth at most).
+    tr = Trace()
+    for e in range(2000):
+        for i in range(4):
+            tr.add_batch([(e % 7, i, 1)], Timestamp(e, (i,)))
+    assert len(tr.times) == 8000
+    assert len(tr.tops) <= 4
+    assert tr.all_at_or_before(Timestamp(1999, (3,)))
+    assert not tr.all_at_or_before(Timestamp(1999, (2,)))

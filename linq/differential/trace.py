@@ -40,7 +40,7 @@ _NONE: List[Update] = []                      # no update left out (shared: neve
 class Trace:
     """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
 
-    __slots__ = ("index", "dirty", "since", "cache", "times", "epochs")
+    __slots__ = ("index", "dirty", "since", "cache", "times", "tops", "epochs")
 
     def __init__(self) -> None:
         self.index: Dict[Hashable, List[Update]] = {}
@@ -51,6 +51,10 @@ class Trace:
         # Every time an update may carry (a superset: compaction adds the advanced times and
         # keeps the old ones), so that "all updates are at or before t" is cheap to rule on.
         self.times: Set[Timestamp] = set()
+        # The maximal elements of ``times`` in the product order: "every update is at or before
+        # t" asks only them, and they stay few (one per incomparable iteration depth) while
+        # ``times`` grows with the epochs.
+        self.tops: List[Timestamp] = []
         # The least and greatest epoch of those times: while both equal the epoch of a batch,
         # no key can hold updates of two epochs, so adding it marks nothing for compaction.
         self.epochs: Optional[Tuple[int, int]] = None
@@ -64,6 +68,9 @@ class Trace:
         self.since = state["since"]
         self.cache = {}
         self.times = {t for lst in self.index.values() for _, t, _ in lst}
+        self.tops = []
+        for t in self.times:
+            self._top(t)
         self.epochs = (min(t[0] for t in self.times), max(t[0] for t in self.times)) \
             if self.times else None
 
@@ -120,7 +127,10 @@ class Trace:
                 lst.append((v, time, d))
 
     def _saw(self, time: Timestamp) -> None:
+        if time in self.times:
+            return
         self.times.add(time)
+        self._top(time)
         e = time[0]
         ep = self.epochs
         if ep is None:
@@ -216,10 +226,19 @@ class Trace:
         self.cache[key] = (time, acc, len(lst), later)
         return acc, later
 
+    def _top(self, time: Timestamp) -> None:
+        """Keep ``tops`` the maximal times seen, with ``time`` seen now."""
+        tops = self.tops
+        for t in tops:
+            if le(time, t):
+                return
+        self.tops = [t for t in tops if not le(t, time)]
+        self.tops.append(time)
+
     def all_at_or_before(self, time: Timestamp) -> bool:
         """Whether every update is at a time ``<= time`` (so any pair with an update at
-        ``time`` is at ``time`` itself)."""
-        for t in self.times:
+        ``time`` is at ``time`` itself): asked of the maximal times only."""
+        for t in self.tops:
             if not (t is time or le(t, time)):
                 return False
         return True
