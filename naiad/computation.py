@@ -203,7 +203,7 @@ class Computation:
                 if n:
                     initial.append(((st.loc, Timestamp(base)), n))
         if self.restored is not None:
-            for _, sid, t in self.restored.notifications + self.restored.carried:
+            for _, sid, t in self.restored.notifications:
                 initial.append(((self.graph.stages[sid].loc, t), 1))
         self.initial_pointstamps = initial
         self.epochs_fed = base

@@ -11,7 +11,6 @@ tag             tuple                                             sent by
 ``INPUT_CLOSE`` ``(INPUT_CLOSE, stage_id)``                       an input handle
 ``STOP``        ``(STOP, reason)``                                the computation (a failure)
 ``CHECKPOINT``  ``(CHECKPOINT, epoch)``                           the checkpoint coordinator
-``BOUNDARY``    ``(BOUNDARY, epoch)``                             the checkpoint coordinator
 ==============  ================================================  =============================
 
 The module-level names are the plain ``int`` values of :class:`Tag`: messages carry those (an
@@ -23,8 +22,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["Tag", "DATA", "PROGRESS", "INPUT_EPOCH", "INPUT_CLOSE", "STOP", "CHECKPOINT",
-           "BOUNDARY"]
+__all__ = ["Tag", "DATA", "PROGRESS", "INPUT_EPOCH", "INPUT_CLOSE", "STOP", "CHECKPOINT"]
 
 
 class Tag(IntEnum):
@@ -36,7 +34,6 @@ class Tag(IntEnum):
     INPUT_CLOSE = 3
     STOP = 4
     CHECKPOINT = 5
-    BOUNDARY = 6
 
 
 DATA: int = Tag.DATA.value
@@ -45,4 +42,3 @@ INPUT_EPOCH: int = Tag.INPUT_EPOCH.value
 INPUT_CLOSE: int = Tag.INPUT_CLOSE.value
 STOP: int = Tag.STOP.value
 CHECKPOINT: int = Tag.CHECKPOINT.value
-BOUNDARY: int = Tag.BOUNDARY.value

@@ -50,8 +50,7 @@ class Worker:
             initial_pointstamps=comp.initial_pointstamps, restored=comp.restored,
             accumulate=accumulate, debug=debug,
             global_view=comp.global_view if debug else None,
-            meter=self.meter, clock=_time.perf_counter, process_index=comp.process_index,
-            checkpoint_every=comp.options["checkpoint_every"] if comp.store is not None else None)
+            meter=self.meter, clock=_time.perf_counter, process_index=comp.process_index)
 
     @property
     def stages(self):

@@ -9,10 +9,8 @@ has no sockets, threads or clocks and knows nothing of the computation: the thre
 Events (methods, or :meth:`WorkerState.handle` with a message tuple of :mod:`naiad.messages`):
 ``on_data`` (a batch arrived on a connector at a time), ``on_progress`` (another worker's
 progress updates), ``on_input`` (an epoch of records at an input), ``on_close`` (an input
-closed), ``on_checkpoint`` (pause at an epoch boundary and snapshot), ``on_boundary`` (an
-aligned checkpoint at an epoch boundary, cut vertex by vertex while the inputs go on: see
-:mod:`naiad.recovery.cuts`), and :meth:`step` (run the work that is due: queued batches first,
-then the notifications the frontier allows).
+closed), ``on_checkpoint`` (pause at an epoch boundary and snapshot), and :meth:`step` (run the
+work that is due: queued batches first, then the notifications the frontier allows).
 
 Actions are plain tuples appended to :attr:`WorkerState.actions`, in the order they must be
 carried out; the shell drains the list after every event (no object is built per batch):
@@ -35,10 +33,9 @@ from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.recovery import snapshot
-from naiad.recovery.cuts import Aligner, quiescent, snapshot_all
 from naiad.errors import NaiadError, ProgressViolation, VertexError, format_current
 from naiad.graph import INPUT, LogicalGraph, StageDef
-from naiad.messages import BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
+from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
 from naiad.partition import batch_cut, partition
 from naiad.progress.buffer import ProgressBuffer
 from naiad.progress.timestamp import Timestamp
@@ -81,8 +78,7 @@ class WorkerState:
     on every input, and after a restore the pending notifications), ``restored`` a checkpoint to
     resume from (with ``epoch``, ``states`` and ``notifications``).  ``accumulate`` combines a
     step's progress updates and holds back retirements behind the local frontier (paper
-    §3.3.2); ``checkpoint_every`` schedules aligned checkpoints (:mod:`naiad.recovery.cuts`);
-    ``debug`` checks that no message arrives after its notification, and
+    §3.3.2); ``debug`` checks that no message arrives after its notification, and
     ``global_view`` (one process only) checks every view against the true counts.
     """
 
@@ -90,7 +86,7 @@ class WorkerState:
                  *, initial_pointstamps: Iterable[Tuple[Any, int]] = (), restored: Any = None,
                  accumulate: bool = True, debug: bool = False, global_view: Any = None,
                  meter: Any = None, clock: Callable[[], float] = _no_clock,
-                 process_index: Optional[int] = None, checkpoint_every: Optional[int] = None):
+                 process_index: Optional[int] = None):
         self.index = index
         self.local_index = local_index
         self.peers = peers
@@ -118,14 +114,12 @@ class WorkerState:
         self._since_flush = 0
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
-        self.stage_at_loc = {st.loc: st.id for st in graph.stages}
-        self.input_locs = {st.loc for st in graph.stages if st.kind == INPUT}
+        self._stage_at_loc = {st.loc: st.id for st in graph.stages}
+        self._input_locs = {st.loc for st in graph.stages if st.kind == INPUT}
         base = restored.epoch if restored is not None else 0
         for st in graph.stages:
             if st.kind == INPUT:
                 self.input_epoch[st.id] = base
-        self.aligner = Aligner(self, checkpoint_every, base)
-        self._hold = self.aligner.hold
         if restored is not None:
             self._restore(restored)
         self.tracker.update_many(initial_pointstamps)
@@ -164,16 +158,10 @@ class WorkerState:
             try:
                 v.restore(snapshot.decode(state, v._stagedef.name))
             except Exception as exc:
-                self.raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
+                self._raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
         for w, sid, time in restored.notifications:
             if w == self.index:
                 self.notifications[(sid, time)] = self.vertices[sid]
-        for sid, port, time, records in engine.get("carried", ()):
-            # Sent before the boundary at a later epoch: sent again, then the pointstamp every
-            # worker counted for it at the sender (restored.carried) is retired.
-            for conn in self.stages[sid].outputs[port]:
-                self._route(conn, time, records)
-            self.add_progress(self.stages[sid].loc, time, -1)
 
     def _add_checked(self, loc: int, time: Timestamp, delta: int) -> None:
         self.global_view.add(loc, time, delta)
@@ -199,8 +187,6 @@ class WorkerState:
             self.stopped = msg[1]
         elif tag == CHECKPOINT:
             self.ckpt_epoch = msg[1]
-        elif tag == BOUNDARY:
-            self.aligner.announce(msg[1])
         else:
             msg_ = f"worker {self.index}: a message with unknown tag {tag!r}"
             raise NaiadError(msg_)
@@ -216,10 +202,6 @@ class WorkerState:
     def on_checkpoint(self, epoch: int) -> None:
         """Pause at ``epoch`` and snapshot once the view shows nothing else in flight."""
         self.ckpt_epoch = epoch
-
-    def on_boundary(self, epoch: int) -> None:
-        """This process's inputs reached ``epoch`` and go on: cut every vertex there."""
-        self.handle((BOUNDARY, epoch))
 
     def on_input(self, stage_id: int, epoch: int, records: list) -> None:
         """An epoch of records fed at an input: route them, advance its capability."""
@@ -245,7 +227,6 @@ class WorkerState:
             return
         self.add_progress(self.stages[stage_id].loc, Timestamp(epoch), -1)
         self.input_epoch[stage_id] = None
-        self.aligner.closed(stage_id, epoch)
 
     # ---- the scheduling step ----------------------------------------------------------------
     def step(self) -> Step:
@@ -273,15 +254,11 @@ class WorkerState:
                 self._check_view()
             if self.observers:
                 self.observe()
-            if self.aligner.cuts and self.aligner.check() and self.pending:
-                return _BUSY             # before any notification at a cut boundary runs
             if self.notifications and self.run_notifications():
                 return _BUSY         # run what the notifications sent before broadcasting
             self.flush_progress()
         if self.pending or tracker.version != self._seen_version:
             return _BUSY             # new local work, or a view nobody has looked at yet
-        if self.aligner.due and self.aligner.check():
-            return _BUSY             # a boundary announced while the view stood still
         if self.ckpt_epoch is not None and self.quiescent(self.ckpt_epoch):
             self.snapshot(self.ckpt_epoch)
         if tracker.is_empty() and not self.buffer:
@@ -300,15 +277,10 @@ class WorkerState:
         flush_each = not self.accumulate
         meter = self.meter
         clock = self.clock
-        hold = self._hold
         for _ in range(BATCHES_PER_STEP):
             if not pending:
                 break
-            item = pending.popleft()
-            conn, time, records = item
-            if time[0] >= hold[conn.dst]:
-                self.aligner.hold_batch(conn.dst, item)    # beyond its next checkpoint cut
-                continue
+            conn, time, records = pending.popleft()
             v = vertices[conn.dst]
             if self.debug:
                 self._check_not_notified(conn.dst, time)
@@ -317,17 +289,17 @@ class WorkerState:
             try:
                 v.on_recv_batch(conn.dst_port, records, time)
             except Exception as exc:
-                self.raise_vertex_error(v, time, "on_recv", exc)
+                self._raise_vertex_error(v, time, "on_recv", exc)
             v._now = None
-            out = self._flush_vertex(v, time)
+            out = self._flush_vertex(v)
             if meter is not None:
                 meter.ran(conn.dst, "recv", time, len(records), out, clock() - t0)
             add(conn.loc, time, -1)
             if flush_each:
                 self.flush_progress()
 
-    def _flush_vertex(self, v: Vertex, now: Timestamp) -> int:
-        """Route what ``v`` sent in a callback at ``now``; returns the number of records sent."""
+    def _flush_vertex(self, v: Vertex) -> int:
+        """Route what ``v`` sent; returns the number of records it sent."""
         outs = v._out
         sent = 0
         for port in range(len(outs)):
@@ -336,8 +308,6 @@ class WorkerState:
                 conns = v._stagedef.outputs[port]
                 for time, records in buf.items():
                     sent += len(records)
-                    if time[0] != now[0] and self.aligner.active:
-                        self.aligner.sent_ahead(v._stagedef.id, port, time, records, now)
                     for conn in conns:
                         self._route(conn, time, records)
                 buf.clear()
@@ -390,7 +360,7 @@ class WorkerState:
     def run_notifications(self) -> bool:
         """Deliver the notifications the frontier allows, in time order; whether any ran."""
         # Only frontier pointstamps can be notified: look there, not at every pending request.
-        stage_at = self.stage_at_loc
+        stage_at = self._stage_at_loc
         notifications = self.notifications
         ready = []
         for loc, time in self.tracker.frontier_view():
@@ -413,9 +383,9 @@ class WorkerState:
             try:
                 v.on_notify(time)
             except Exception as exc:
-                self.raise_vertex_error(v, time, "on_notify", exc)
+                self._raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
-            out = self._flush_vertex(v, time)
+            out = self._flush_vertex(v)
             if meter is not None:
                 meter.ran(key[0], "notify", time, 0, out, self.clock() - t0)
             add(v._stagedef.loc, time, -1)
@@ -432,7 +402,7 @@ class WorkerState:
                 v.observe_frontier(frontier)
             except Exception as exc:
                 at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
-                self.raise_vertex_error(v, at, "subscribe", exc)
+                self._raise_vertex_error(v, at, "subscribe", exc)
 
     def _check_not_notified(self, stage_id: int, time: Timestamp) -> None:
         for n in self._notified.get(stage_id, ()):
@@ -460,17 +430,56 @@ class WorkerState:
 
     # ---- checkpoints ------------------------------------------------------------------------
     def quiescent(self, epoch: int) -> bool:
-        """Whether this worker's view shows the whole computation paused at ``epoch``
-        (:func:`naiad.recovery.cuts.quiescent`)."""
-        return quiescent(self, epoch)
+        """Whether this worker's view shows the whole computation paused at ``epoch``.
+
+        Nothing but input capabilities at ``epoch`` and notification requests at later epochs
+        may be active.  By the protocol's safety property every message still in flight is
+        covered, in every worker's view, by an active pointstamp of its causal chain (at an
+        earlier epoch, or on a connector), so this view proves that no message is in flight.
+        """
+        if self.pending or self.buffer:
+            return False
+        boundary = Timestamp(epoch)
+        inputs = self._input_locs
+        stage_at = self._stage_at_loc
+        for (loc, time), count in self.tracker.active().items():
+            if count <= 0:
+                continue
+            if loc in inputs:
+                if time[0] > epoch:
+                    # Some process fed past this boundary without stopping at it: the others
+                    # would wait for ever.  Fail, naming the boundary and the input.
+                    name = self.stages[stage_at[loc]].name
+                    msg = (f"checkpoint at epoch {epoch}: input {name!r} has already been fed "
+                           f"epoch {time[0]} in another process, which did not checkpoint at "
+                           f"epoch {epoch}; every process must checkpoint at the same epochs "
+                           "(checkpoint_every=, or comp.checkpoint() at the same point of the "
+                           "program in every process)")
+                    raise NaiadError(msg)
+                if time != boundary:
+                    return False
+            elif loc not in stage_at or time[0] < epoch:
+                return False
+        return True
 
     def snapshot(self, epoch: int) -> None:
         """Every vertex's checkpoint() and the engine's own state, as a CHECKPOINT action."""
-        snapshot_all(self, epoch)
+        if self.observers:
+            self.observe()
+        states: Dict[Any, Any] = {}
+        for st, v in zip(self.stages, self.vertices):
+            v._now = None
+            try:
+                states[st.id] = snapshot.encode(v.checkpoint())
+            except Exception as exc:
+                self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
+        states["__naiad__"] = {"inputs": dict(self.input_epoch)}
+        notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
+        self.ckpt_epoch = None
+        self.actions.append((CHECKPOINT, epoch, states, notifications))
 
     # ---- errors and diagnostics -------------------------------------------------------------
-    def raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):
-        """Raise a VertexError naming ``v``'s stage, this worker, ``time`` and ``callback``."""
+    def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):
         v._now = None
         raise VertexError(v._stagedef.name, self.index, time, callback, exc,
                           format_current(), self.process_index) from exc

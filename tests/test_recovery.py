@@ -789,3 +789,34 @@ def test_a_different_program_in_the_same_directory_is_refused(tmp_path):
     # directory's lock instead, hiding the cause).
     with pytest.raises(naiad.CheckpointLayoutError, match="different dataflow"):
         naiad.execute(other, checkpoint_dir=ckpt)
+
+
+@pytest.mark.timeout(60)
+def test_epochs_delivered_before_a_restart_do_not_hold_the_inputs_back(tmp_path):
+    """The subscriber handed out epochs 0-7 in the first run; the second resumes from the
+    checkpoint at 5 with one epoch in flight at most: epochs 5-7 are recomputed but not handed
+    out again, and must not count as in flight (the inputs would wait for ever)."""
+    root = tmp_path / "ckpt"
+    seen = tmp_path / "seen.txt"
+
+    def numbers(epochs):
+        def run(comp):
+            inp = comp.new_input(name="numbers")
+
+            def note(epoch, records):
+                with seen.open("a") as f:
+                    f.write(f"{epoch} {sum(records)}\n")
+
+            inp.stream.subscribe(note)
+            comp.activate()
+            for e in range(epochs):
+                inp.on_next([e, 2 * e])
+            inp.on_completed()
+            comp.join(timeout=60)
+        return run
+
+    naiad.execute(numbers(8), checkpoint_dir=str(root), checkpoint_every=5)
+    naiad.execute(numbers(12), checkpoint_dir=str(root), checkpoint_every=5,
+                  max_epochs_in_flight=1)
+    lines = seen.read_text().split("\n")[:-1]
+    assert lines == [f"{e} {3 * e}" for e in range(12)]

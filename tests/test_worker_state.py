@@ -28,8 +28,7 @@ import stages
 from naiad import Timestamp
 from naiad.debug import GlobalView
 from naiad.graph import INPUT
-from naiad.messages import (BOUNDARY, CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP,
-                            Tag)
+from naiad.messages import (CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP, Tag)
 from naiad.partition import partition
 from naiad.recovery import snapshot
 from naiad.worker_state import BATCHES_PER_STEP, Step, WorkerState
@@ -71,8 +70,7 @@ class Net:
     """The WorkerStates of one graph and the FIFO channels between them, driven by a test."""
 
     def __init__(self, build: Callable[[Any, Log], Any], workers: int = 1,
-                 accumulate: bool = True, restored: Any = None,
-                 checkpoint_every: Optional[int] = None):
+                 accumulate: bool = True, restored: Any = None):
         self.log: Log = []
         self.comp = naiad.Computation(workers=workers)
         self.built = build(self.comp, self.log)
@@ -87,7 +85,7 @@ class Net:
         self.workers = [
             WorkerState(i, i, workers, graph, self.reach, initial_pointstamps=self.initial,
                         restored=restored, accumulate=accumulate, debug=True,
-                        global_view=self.view, checkpoint_every=checkpoint_every)
+                        global_view=self.view)
             for i in range(workers)]
         self.channels: Dict[tuple, deque] = {(a, b): deque() for a in range(workers)
                                              for b in range(workers) if a != b}
@@ -349,9 +347,8 @@ def test_an_unknown_tag_is_an_error_naming_the_worker():
 
 
 def test_the_tags_are_one_enum():
-    assert [int(t) for t in Tag] == [DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, CHECKPOINT,
-                                     BOUNDARY]
-    assert len(set(Tag)) == 7 and Tag(DATA) is Tag.DATA
+    assert [int(t) for t in Tag] == [DATA, PROGRESS, INPUT_EPOCH, INPUT_CLOSE, STOP, CHECKPOINT]
+    assert len(set(Tag)) == 6 and Tag(DATA) is Tag.DATA
 
 
 # ---- loops ----------------------------------------------------------------------------------
@@ -488,33 +485,6 @@ def test_a_checkpoint_is_taken_once_the_epoch_is_quiet():
     assert states[a.id] == {"format": 1, "state": pickle.dumps({T0: 2}, protocol=5)}
     assert states["__naiad__"] == {"inputs": {net.stage("in").id: 1}}
     assert ("notify", "b", 0, T0) in net.log   # the snapshot follows epoch 0's notifications
-
-
-def test_an_aligned_cut_holds_later_epochs_until_each_vertex_is_snapshotted():
-    """Epochs 2 and 3 are fed before anything ran: each vertex is snapshotted with epochs 0 and
-    1 only, and gets epochs 2 and 3 afterwards; nothing waited for the inputs to stop."""
-    net = Net(lambda c, log: chain(c, log, partition_by=lambda r: r), workers=2,
-              checkpoint_every=2)
-    for e in range(4):
-        if e == 2:
-            for w in net.workers:
-                w.on_boundary(2)
-        for w in range(2):
-            net.feed("in", e, [10 * e + w, 10 * e + w + 2], w)
-    net.run()
-    assert sorted(s[0] for s in [a[1:2] for a in net.snapshots]) == [2, 2]
-    a, b = net.stage("a"), net.stage("b")
-    for st in (a, b):
-        seen = [pickle.loads(snap[2][st.id]["state"]) for snap in net.snapshots]
-        assert all(set(s) <= {T0, T1} for s in seen)             # no epoch 2 or 3 in them
-        assert sum(sum(s.values()) for s in seen) == 8           # every record of epochs 0, 1
-    for _, epoch, states, notifications in net.snapshots:
-        assert notifications == []
-        assert states["__naiad__"] == {"inputs": {net.stage("in").id: 2}, "carried": []}
-    assert sum(len(e[4]) for e in net.events("recv") if e[1] == "b" and e[3].epoch >= 2) == 8
-    net.close("in")
-    assert set(net.run()) == {Step.DONE}
-    assert len(net.snapshots) == 2             # boundary 4 was never fed: not cut
 
 
 def test_a_checkpoint_does_not_wait_for_an_unfed_boundary():

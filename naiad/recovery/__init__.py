@@ -8,7 +8,6 @@ module                                 what it owns
 :mod:`naiad.recovery.logs`             append-only epoch logs (inputs, collected outputs)
 :mod:`naiad.recovery.store`            checkpoint files and manifests: write, commit, find latest
 :mod:`naiad.recovery.committer`        the thread that makes a checkpoint durable
-:mod:`naiad.recovery.cuts`             how a worker cuts one: aligned, or quiesced
 :mod:`naiad.recovery.coordinator`      when and how a consistent checkpoint is cut
 :mod:`naiad.recovery.restart`          the supervisor loop: restart from the last checkpoint
 =====================================  =========================================================

@@ -1,9 +1,8 @@
 """Checkpoints written off the inputs' path: one background thread writes, agrees and commits.
 
-A checkpoint has a short part in the workers — every vertex state pickled in memory at the
-boundary, while the later epochs go on (an aligned cut) or with the dataflow quiesced there —
-and a long part that need not involve them: waiting for the subscribers to have handed out
-the epochs before the boundary, sealing the logs, writing and fsyncing the state files, waiting
+A checkpoint has a short part that must stop the dataflow — every worker quiescent at the
+boundary, its vertex states pickled in memory, and the processes agreed on the next boundary —
+and a long part that need not: sealing the logs, writing and fsyncing the state files, waiting
 until every process has written its part, and process 0 committing the manifest.  The
 :class:`Committer` runs the long part in order, one checkpoint at a time, while the inputs feed
 the next epochs.  A checkpoint is durable once its manifest is; until then recovery uses the

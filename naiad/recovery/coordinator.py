@@ -1,23 +1,12 @@
 """When and how a consistent checkpoint is cut, without a coordinator process.
 
-Two ways, by policy:
-
-* ``checkpoint_every=N`` (boundaries known in advance): *aligned*, without stopping anything.
-  The first input of a process to reach a boundary ``b`` announces it to the process's workers
-  (``BOUNDARY``) and feeds on; each worker snapshots each vertex when that vertex's frontier
-  passes ``b`` (:mod:`naiad.recovery.cuts`), and hands the states to the :class:`Coordinator`
-  once all its vertices are cut.  When every worker of the process has, the checkpoint goes to
-  the committer.
-* ``checkpoint_interval`` and ``comp.checkpoint()`` (boundaries not known in advance):
-  *quiesced*.  At ``b`` the inputs stop and every process asks its workers to quiesce: a worker
-  whose view holds nothing but input capabilities at ``b`` and notification requests at later
-  epochs knows, by the progress protocol's safety property, that nothing is in flight anywhere,
-  and hands over its states.  The processes then agree on the next boundary (process 0's
-  proposal, through a barrier) and the inputs go on.
-
-Either way, waiting until the subscribers have returned for every epoch below ``b``, writing
-the states, waiting until every process wrote its part and committing the manifest happen
-behind, in the :class:`~naiad.recovery.committer.Committer`'s thread.
+At a boundary epoch ``b`` every process asks its workers to quiesce: a worker whose view holds
+nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
+progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
+states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
+on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
+states, waiting until every process wrote its part and committing the manifest happen behind,
+in the :class:`~naiad.recovery.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.recovery.committer import Committer
 from naiad.errors import NaiadError
-from naiad.messages import BOUNDARY, CHECKPOINT
+from naiad.messages import CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
@@ -49,9 +38,7 @@ class Coordinator:
         self.next = self._first_boundary(base)
         self.clock = _time.monotonic()
         self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
-        self._snapshots: Dict[int, dict] = {}          # epoch -> worker -> (states, notes)
-        self._aligned: Dict[int, float] = {}            # announced epoch -> its clock
-        self.aligned = bool(comp.options["checkpoint_every"])
+        self._snapshots: dict = {}
         self._cv = threading.Condition()
         self.committer = Committer(on_error=comp.fail)
 
@@ -87,24 +74,9 @@ class Coordinator:
         nxt = self.next
         if nxt is None or epoch < nxt or epoch <= self.last:
             return
-        if self.aligned:
-            self.announce(epoch)
-            return
         if self.aligned_boundary() != epoch:
             return       # another input lags; the checkpoint waits for an aligned boundary
         self.take(epoch)
-
-    def announce(self, epoch: int) -> None:
-        """An aligned checkpoint at the scheduled boundary ``epoch``: the workers cut it while
-        the inputs go on (the later epochs' records go to new log segments)."""
-        comp = self.comp
-        self.store.rotate_logs()
-        with self._cv:
-            self._aligned[epoch] = _time.monotonic()
-        for i in range(comp.workers_per_process):
-            comp.fabric.post(i, (BOUNDARY, epoch))
-        self.last = epoch
-        self.next = epoch + int(comp.options["checkpoint_every"])
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
@@ -124,57 +96,42 @@ class Coordinator:
         commit go to the committer."""
         comp = self.comp
         t0 = _time.monotonic()
+        with self._cv:
+            self._snapshots = {}
         for i in range(comp.workers_per_process):
             comp.fabric.post(i, (CHECKPOINT, epoch))
         with self._cv:
-            while len(self._snapshots.get(epoch, ())) < comp.workers_per_process:
+            while len(self._snapshots) < comp.workers_per_process:
                 comp.check_failed()
                 if comp.finished:
                     msg = f"the workers stopped before checkpoint {epoch} was taken"
                     raise NaiadError(msg)
                 self._cv.wait(0.2)
-            snaps = self._snapshots.pop(epoch)
+            snaps = dict(self._snapshots)
         t1 = _time.monotonic()
+        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
+            sub.wait_delivered(epoch, self.bound)
         self.store.rotate_logs()
-        policy = None if self.aligned else self._propose_next(epoch)
-        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, policy)
-        if self.aligned:
-            nxt = self._first_boundary(epoch)
+        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
     def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
-        """A worker's states at ``epoch`` (from its thread); an aligned checkpoint whose
-        workers are all in goes to the committer from here."""
         with self._cv:
-            snaps = self._snapshots.setdefault(epoch, {})
-            snaps[worker.index] = (states, notifications)
-            t0 = self._aligned.get(epoch)
-            if t0 is None or len(snaps) < self.comp.workers_per_process:
-                self._cv.notify_all()
-                return
-            del self._aligned[epoch], self._snapshots[epoch]
+            self._snapshots[worker.index] = (states, notifications)
             self._cv.notify_all()
-        t1 = _time.monotonic()
-        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
 
     def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
-        """In the committer's thread: the subscribers' deliveries below ``epoch``, this process's
-        part, every part, then the manifest."""
+        """In the committer's thread: this process's part, every part, then the manifest."""
         comp, store = self.comp, self.store
-        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
-            sub.wait_delivered(epoch, self.bound)
         states = {w: st for w, (st, _) in snaps.items()}
         notifications = [n for _, (_, ns) in snaps.items() for n in ns]
-        carried = [(w, sid, t) for w, st in states.items()
-                   for sid, _, t, _ in st["__naiad__"].get("carried", ())]
         open_inputs: Dict[int, int] = {}
         for st in states.values():
             for sid, e in st["__naiad__"]["inputs"].items():
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = comp.graph.fingerprint()
-        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs,
-                                tuple(carried))
+        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
         comp.fabric.barrier(f"written-{epoch}", self.bound)
         if comp.process_index == 0:
             store.commit(epoch, fingerprint)
@@ -190,21 +147,9 @@ class Coordinator:
         """The program stopped with its own error: finish writing the checkpoints it passed
         (bounded); a failure doing so must not hide the program's error."""
         try:
-            self._await_cuts(self.bound)
             self.committer.flush(self.bound)
         except Exception:  # noqa: BLE001 - the program's own error is what is raised
             pass
-
-    def _await_cuts(self, timeout: float) -> None:
-        """Until every boundary announced so far is cut in every worker of this process (the
-        workers go on without the inputs: everything below an announced boundary was fed)."""
-        deadline = _time.monotonic() + timeout
-        with self._cv:
-            while self._aligned and not self.comp.finished and self.comp.failure is None:
-                left = deadline - _time.monotonic()
-                if left <= 0:
-                    break
-                self._cv.wait(min(left, 1.0))
 
     def close(self) -> None:
         """The run ended: let the last checkpoint finish (unless the run failed), stop."""

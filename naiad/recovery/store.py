@@ -89,15 +89,6 @@ class Restored:
         return out
 
     @property
-    def carried(self) -> List[Tuple[int, int, Any]]:
-        """(worker, stage id, time) for every send a worker carries across the boundary."""
-        out = []
-        for part in self.manifest["parts"].values():
-            for w, sid, epoch, counters in part.get("carried", ()):
-                out.append((w, sid, Timestamp(epoch, tuple(counters))))
-        return out
-
-    @property
     def open_inputs(self) -> Dict[int, int]:
         """input stage id -> number of workers whose input was still open at the checkpoint."""
         counts: Dict[int, int] = {}
@@ -169,11 +160,8 @@ class CheckpointStore:
     def write_part(self, epoch: int, fingerprint: str,
                    worker_states: Dict[int, Dict[int, Any]],
                    notifications: List[Tuple[int, int, Any]],
-                   open_inputs: Dict[int, int],
-                   carried: Tuple[Tuple[int, int, Any], ...] = ()) -> int:
+                   open_inputs: Dict[int, int]) -> int:
         """Write this process's vertex states and part manifest; returns bytes written.
-        ``carried`` lists ``(worker, stage id, time)`` of the sends the states carry across the
-        boundary (:mod:`naiad.recovery.cuts`): every worker counts them when it restores.
 
         First the input logs and collected outputs appended since the last checkpoint are made
         durable, so a committed checkpoint never depends on data that a power cut could lose."""
@@ -194,7 +182,6 @@ class CheckpointStore:
         part = {"process": self.process, "epoch": epoch, "fingerprint": fingerprint,
                 "files": files,
                 "notifications": [[w, sid, t[0], list(t[1])] for w, sid, t in notifications],
-                "carried": [[w, sid, t[0], list(t[1])] for w, sid, t in carried],
                 "open_inputs": {str(k): v for k, v in open_inputs.items()}}
         data = json.dumps(part, sort_keys=True).encode()
         write_atomic(base / f"proc-{self.process}.json", data)
