@@ -128,12 +128,9 @@ def _shares(record: tuple):
 _ZERO = (0.0,)
 
 
-def pagerank_invariant(adjacency_stream: Stream, nodes: int, iterations: int,
-                       damping: float = DAMPING) -> Stream:
-    """``(node, rank)`` after ``iterations`` rounds, the graph a loop-invariant input.
-
-    The same result as :func:`pagerank`; only ranks iterate, the adjacency is entered once.
-    """
+def _invariant_parts(adjacency_stream: Stream, nodes: int, damping: float):
+    """The loop-invariant structure ``(node, adjacency tuple)``, the starting ranks
+    ``(node, 1 / N)`` and the damping of a summed ``(node, total)``."""
     base = (1.0 - damping) / nodes
     start = 1.0 / nodes
     structure = adjacency_stream.select(lambda r: (r[0], tuple(r[1])))
@@ -141,6 +138,16 @@ def pagerank_invariant(adjacency_stream: Stream, nodes: int, iterations: int,
 
     def damp(node_total: tuple) -> tuple:
         return (node_total[0], base + damping * node_total[1])
+    return structure, ranks, damp
+
+
+def pagerank_invariant(adjacency_stream: Stream, nodes: int, iterations: int,
+                       damping: float = DAMPING) -> Stream:
+    """``(node, rank)`` after ``iterations`` rounds, the graph a loop-invariant input.
+
+    The same result as :func:`pagerank`; only ranks iterate, the adjacency is entered once.
+    """
+    structure, ranks, damp = _invariant_parts(adjacency_stream, nodes, damping)
 
     def round_(loop, r: Stream) -> Stream:
         return (r.join(loop.enter(structure), node_of, node_of, _with_structure)
@@ -163,13 +170,7 @@ def pagerank_spread(adjacency_stream: Stream, nodes: int, iterations: int,
     """:func:`pagerank_invariant` with ``spread``: each round sends ``rank / degree`` along
     the invariant adjacency and sums per node in arrays (and ``0.0`` to the node itself, so
     that a node nothing points to still has a rank)."""
-    base = (1.0 - damping) / nodes
-    start = 1.0 / nodes
-    structure = adjacency_stream.select(lambda r: (r[0], tuple(r[1])))
-    ranks = adjacency_stream.select(lambda r: (r[0], start))
-
-    def damp(node_total: tuple) -> tuple:
-        return (node_total[0], base + damping * node_total[1])
+    structure, ranks, damp = _invariant_parts(adjacency_stream, nodes, damping)
 
     def round_(loop, r: Stream) -> Stream:
         return r.spread(loop.enter(structure), _share, operator.add, own=_nothing).select(damp)
