@@ -71,17 +71,11 @@ def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
     """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and ``edge_table``."""
     base = (1.0 - damping) / nodes
 
-    def shares(t: pa.Table) -> pa.Table:
-        return pa.table({"node": t["dst"], "share": pc.multiply(t["rank"], t["w"])})
-
     def damp(t: pa.Table) -> pa.Table:
         return pa.table({"node": t["node"], "rank": pc.add(pc.multiply(t["rank"], damping), base)})
 
     def step(loop, r: frames.FrameStream) -> frames.FrameStream:
-        return (r.join(loop.enter(edges), on="node", right_on="src")
-                 .map_batches(shares)
-                 .group_by("node", rank=("share", "sum"))
-                 .map_batches(damp))
+        return r.spread(loop.enter(edges), on="node", weight="w").map_batches(damp)
     return ranks.iterate(step, iterations)
 
 

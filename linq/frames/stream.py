@@ -29,7 +29,8 @@ from naiad.partition import route_keys
 from linq.frames.dense import dense_group_by
 from linq.frames.held import HeldJoin
 from linq.frames.loop import iterate as _iterate
-from linq.frames.vertices import Accumulate, FrameError, MapTables, Split
+from linq.frames.spread import SpreadVertex, Sums, sum_by
+from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
 from linq.invariant import held, inherit
 from naiad.errors import GraphError
 
@@ -231,6 +232,70 @@ class FrameStream:
         st.new_input(left, _route)
         st.new_input(right, _route)
         return st.new_output()
+
+    def spread(self, edges: "FrameStream", on: str, src: str = "src", dst: str = "dst",
+               weight: Optional[str] = None) -> "FrameStream":
+        """Per time, every row sends its value columns (all but ``on``) along the rows of
+        ``edges`` whose ``src`` equals its ``on`` (times the edge's ``weight`` column, when
+        named); each ``dst`` gets the sums: one row ``(on=dst, values...)`` per target reached.
+        With ``edges`` from ``loop.enter`` the edges are indexed into integer positions once
+        per epoch and an iteration is a gather and a bincount (:mod:`linq.frames.spread`);
+        otherwise it is ``join``, a ``map_batches`` and a sum per ``dst``."""
+        for name, value in (("on", on), ("src", src), ("dst", dst), ("weight", weight)):
+            if not isinstance(value, str) and not (name == "weight" and value is None):
+                msg = f"spread: {name} must be a column name (str); got {value!r}"
+                raise TypeError(msg)
+        other = of(edges)
+        op = f"spread({on} -> {dst})"
+        routes = route_keys(self._workers)
+        mark = held(other.stream)
+        if mark is not None and held(self.stream) is None:
+            scope, last = mark
+            if scope is not self.stream.scope:
+                msg = (f"{op}: the edges belong to loop {scope.path()}, but spread runs in "
+                       f"{self.stream.scope.path()}; enter the stream in the loop that uses it")
+                raise GraphError(msg)
+            left = self._split(f"{op}.left", [on])
+            right = other._split(f"{op}.edges", [src])
+            st = stages.new_stage(lambda: SpreadVertex(op, last, on, src, dst, weight, routes),
+                                  name=op)
+            st.new_input(left, _route)
+            st.new_input(right, _route)
+            local = st.new_output()
+        else:
+            local = self._spread_composed(other, op, on, src, dst, weight, routes)
+        merged = stages.unary(local, lambda: Accumulate(f"{op}.sum", 1, True, Sums(on, op)),
+                              partition_by=_route, name=f"{op}.sum")
+        return FrameStream(inherit(op, [local], merged))
+
+    def _spread_composed(self, edges: "FrameStream", op: str, on: str, src: str, dst: str,
+                         weight: Optional[str], routes: List[int]) -> Stream:
+        """join, shares, and the local sums before the exchange (tagged by route)."""
+        t_src, t_dst, t_w = "__spread_src", "__spread_dst", "__spread_w"
+
+        def pick(t: pa.Table) -> pa.Table:
+            require_columns(op, t, [src, dst] + ([weight] if weight is not None else []))
+            columns = {t_src: t[src], t_dst: t[dst]}
+            if weight is not None:
+                columns[t_w] = t[weight]
+            return pa.table(columns)
+
+        def shares(t: pa.Table) -> pa.Table:
+            values = [c for c in t.column_names if c not in (on, t_dst, t_w)]
+            columns = {on: t[t_dst]}
+            for c in values:
+                columns[c] = pc.multiply(t[c], t[t_w]) if weight is not None else t[c]
+            return pa.table(columns)
+
+        def local_sums(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            t = tables[0]
+            return sum_by(t, on, [c for c in t.column_names if c != on], op)
+
+        joined = self.join(edges.map_batches(pick), on=on, right_on=t_src).map_batches(shares)
+        out = stages.unary(joined.stream, lambda: Accumulate(
+            f"{op}.combine", 1, False, local_sums, [[on]], [on], routes, streaming=True),
+            name=f"{op}.combine")
+        return inherit(op, [joined.stream], out)
 
     # -- loops -------------------------------------------------------------------------------------
     def iterate(self, body: Callable, iterations: int, *, name: Optional[str] = None

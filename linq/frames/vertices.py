@@ -48,14 +48,16 @@ def require_columns(op: str, table: pa.Table, columns: Sequence[str]) -> None:
         raise FrameError(msg)
 
 
-def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> List[tuple]:
-    """``[(route, part)]``: the rows of ``table`` cut by the high bits of their ``route_hash``,
-    one part per destination that gets rows, in destination order (a stable sort keeps the row
-    order)."""
+def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
+                dest: Optional[np.ndarray] = None) -> List[tuple]:
+    """``[(route, part)]``: the rows of ``table`` cut by the high bits of their ``route_hash``
+    (or by ``dest``, each row's worker, when known), one part per destination that gets rows,
+    in destination order (a stable sort keeps the row order)."""
     workers = len(routes)
     if workers == 1 or table.num_rows == 0:
         return [(routes[0], table)] if table.num_rows else []
-    dest = destinations(route_hash(table, keys), workers)
+    if dest is None:
+        dest = row_workers(table, keys, workers)
     counts = np.bincount(dest, minlength=workers)
     whole = np.flatnonzero(counts == table.num_rows)
     if len(whole):                     # one destination (already partitioned): no copy
@@ -69,6 +71,21 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int]) -> 
             out.append((routes[d], ordered.slice(start, n)))
             start += n
     return out
+
+
+def row_workers(table: pa.Table, keys: Sequence[str], workers: int) -> np.ndarray:
+    """The worker (``0 .. workers-1``) of each row of ``table`` by its ``keys`` columns."""
+    return destinations(route_hash(table, keys), workers)
+
+
+def _same_array(a: pa.Array, b: pa.Array) -> bool:
+    """Whether two arrays are views of the same memory (same data buffer, offset, length)."""
+    if a.type != b.type or len(a) != len(b) or a.offset != b.offset:
+        return False
+    ba, bb = a.buffers(), b.buffers()
+    return (len(ba) == len(bb) and all(
+        (x is None and y is None) or (x is not None and y is not None and x.address == y.address)
+        for x, y in zip(ba, bb)))
 
 
 class _Checked(naiad.Vertex):
@@ -121,15 +138,33 @@ class Split(_Checked):
     def __init__(self, op: str, keys: Sequence[str], routes: Sequence[int]) -> None:
         super().__init__(op)
         self.keys, self.routes = list(keys), list(routes)
+        # The last single-chunk key column routed and its rows' workers: a table that brings
+        # the very same key array again (the keys of a loop's nodes, iteration after
+        # iteration) is routed without hashing.  Holding the array keeps its memory alive.
+        self._last: Optional[tuple] = None
 
     def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
         out = []
         for table in messages:
             table = self._check(edge, table)
             require_columns(self.op, table, self.keys)
-            out.extend(split_table(table, self.keys, self.routes))
+            out.extend(split_table(table, self.keys, self.routes, self._workers(table)))
         if out:
             self.send_batch_by(0, out, time)
+
+    def _workers(self, table: pa.Table) -> Optional[np.ndarray]:
+        if len(self.routes) == 1 or len(self.keys) != 1 or table.num_rows == 0:
+            return None
+        column = table.column(self.keys[0])
+        if column.num_chunks != 1:
+            return None
+        key = column.chunk(0)
+        last = self._last
+        if last is not None and _same_array(last[0], key):
+            return last[1]
+        dest = row_workers(table, self.keys, len(self.routes))
+        self._last = (key, dest)
+        return dest
 
 
 class Accumulate(_Checked):

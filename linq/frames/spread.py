@@ -1,0 +1,263 @@
+"""``FrameStream.spread``: values sent along loop-invariant edges and summed per target, by columns.
+
+``r.spread(loop.enter(edges), on="node", src="src", dst="dst", weight="w")`` is one round of
+PageRank in one operator: per time, each row of ``r`` sends its value columns (every column
+but ``on``) along the edges whose ``src`` equals its ``on``, multiplied by the edge's
+``weight`` when one is named, and every ``dst`` receives the sum.  The result is that of
+
+    r.join(edges, on=on, right_on=src)
+     .map_batches(lambda t: pa.table({on: t[dst], **{c: t[c] * t[weight] for c in values}}))
+     .group_by(on, **{c: (c, "sum") for c in values})
+
+(one row per ``dst`` that some edge reached, the value columns in ``r``'s order), but the
+edges are prepared once per epoch into integer positions.  When the edge side is
+complete, :class:`SpreadPlan` indexes it by ``src`` (:class:`linq.frames.held.KeyIndex`: a
+probe by the same keys as the last, the ranks of the same nodes iteration after iteration, is
+reused after one comparison) and numbers the distinct ``dst`` keys so that those each worker
+owns are consecutive; the route of each target is hashed once.  An iteration is then a
+gather of the values along the edges (``numpy.take``), a multiplication by the weights, one
+``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums sent
+with the worker's (precomputed) key column: the partial sums of each worker travel, never the
+edges nor a per-row hash.  The receiving worker sums the partials of the time (the final step
+of ``group_by``) and hands on the same key array as long as the keys are the same, so the
+next exchange by ``on`` finds its routing already known (:class:`linq.frames.vertices.Split`).
+
+The dense path takes a single integer ``on``/``src`` key and integer ``dst`` keys without nulls
+and float64 values and weights without nulls; other tables (string keys, integer values,
+nulls) are aggregated by Arrow's ``group_by`` instead, with the same result.  When the edges
+are not loop-invariant, ``spread`` is the composition above.
+
+>>> import pyarrow as pa
+>>> plan = SpreadPlan(pa.table({"src": [0, 0, 1], "dst": [1, 2, 2], "w": [0.5, 0.5, 1.0]}),
+...                   "src", "dst", "w", [0, 1])
+>>> [p.to_pylist() for p in plan.keys]        # the targets each of 2 workers owns
+[[2], [1]]
+>>> parts = plan.spread(pa.table({"node": [1, 0], "rank": [4.0, 2.0]}), "node")
+>>> [(route, t.to_pydict()) for route, t in parts]     # 1 gets 2 * 0.5; 2 gets 2 * 0.5 + 4
+[(0, {'node': [2], 'rank': [5.0]}), (1, {'node': [1], 'rank': [1.0]})]
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import naiad
+from linq.frames.dense import dense_group_by
+from linq.frames.hashing import destinations, route_hash
+from linq.frames.held import HeldJoin, KeyIndex
+from linq.frames.vertices import FrameError, require_columns, split_table
+
+__all__ = ["SpreadPlan", "SpreadVertex", "Sums", "sum_by"]
+
+_SPREAD = 4        # a dst key range at most this many times the edges is numbered directly
+
+
+def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
+    """A float64 column without nulls as one numpy array (no copy for one chunk), else None."""
+    if column.type != pa.float64() or column.null_count:
+        return None
+    if column.num_chunks == 1:
+        return column.chunk(0).to_numpy()
+    return column.to_numpy()
+
+
+def _ints(column: pa.ChunkedArray) -> Optional[np.ndarray]:
+    if not pa.types.is_integer(column.type) or column.null_count:
+        return None
+    values = column.chunk(0).to_numpy() if column.num_chunks == 1 else column.to_numpy()
+    return values.astype(np.int64, copy=False)
+
+
+class SpreadPlan:
+    """The edge table of one epoch on one worker, prepared for :meth:`spread`.
+
+    ``index`` finds the edges of each source key; ``slot`` numbers each edge's target so that
+    the targets of worker ``d`` are ``offsets[d] .. offsets[d + 1] - 1`` and ``keys[d]`` is
+    their key column (an Arrow array of the ``dst`` type, made once); ``weights`` is the
+    weight column as numpy (None without weights, or when it is not float64 without nulls).
+    A ``dst`` column that is not integers without nulls leaves ``slot`` None: the general path.
+    """
+
+    def __init__(self, table: pa.Table, src: str, dst: str, weight: Optional[str],
+                 routes: Sequence[int], op: str = "spread"):
+        self.table, self.src, self.dst, self.weight, self.op = table, src, dst, weight, op
+        self.routes = list(routes)
+        self.index = KeyIndex(table, [src])
+        column = table.column(dst)
+        self.dst_type = column.type
+        self.weights = _plain(table.column(weight)) if weight is not None else None
+        self.weighted_plain = weight is None or self.weights is not None
+        self.slot: Optional[np.ndarray] = None
+        self.keys: List[pa.Array] = []
+        self.offsets = np.zeros(len(self.routes) + 1, np.int64)
+        targets = _ints(column)
+        if targets is not None:
+            self._number(targets)
+
+    def _number(self, targets: np.ndarray) -> None:
+        """Dense target numbers, grouped by the worker that owns each target."""
+        if not len(targets):
+            self.slot = np.zeros(0, np.intp)
+            self.keys = [pa.array([], self.dst_type) for _ in self.routes]
+            return
+        lo, hi = int(targets.min()), int(targets.max())
+        if hi - lo + 1 <= _SPREAD * len(targets) + 1024:
+            seen = np.zeros(hi - lo + 1, bool)
+            seen[targets - lo] = True
+            distinct = np.flatnonzero(seen) + lo
+            inverse = None
+        else:
+            distinct, inverse = np.unique(targets, return_inverse=True)
+        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes))
+        order = np.argsort(owner.astype(np.uint16 if len(self.routes) < 1 << 16 else np.int64),
+                           kind="stable")
+        number = np.empty(len(distinct), np.intp)
+        number[order] = np.arange(len(distinct))
+        if inverse is None:
+            position = np.zeros(hi - lo + 1, np.intp)
+            position[distinct - lo] = number
+            self.slot = position[targets - lo]
+        else:
+            self.slot = number[inverse.reshape(-1)]
+        counts = np.bincount(owner, minlength=len(self.routes))
+        self.offsets[1:] = np.cumsum(counts)
+        ordered = distinct[order]
+        self.keys = [pa.array(ordered[a:b], self.dst_type)
+                     for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
+
+    def spread(self, varying: pa.Table, on: str) -> List[Tuple[int, pa.Table]]:
+        """``[(route, partial sums)]`` of the rows of ``varying`` along the edges, one table per
+        worker that owns a target reached."""
+        values = [c for c in varying.column_names if c != on]
+        left, right = self.index.probe(varying, [on])
+        if not len(left):
+            return []
+        plain = [_plain(varying.column(c)) for c in values]
+        if self.slot is None or not self.weighted_plain or any(p is None for p in plain):
+            return self._general(varying, on, values, left, right)
+        slot = self.slot if right is None else self.slot[right]
+        n = int(self.offsets[-1])
+        reached = None if right is None else np.bincount(slot, minlength=n) > 0
+        w = None if self.weights is None else (self.weights if right is None
+                                                 else self.weights[right])
+        sums = []
+        for p in plain:
+            v = p[left]
+            if w is not None:
+                v *= w
+            sums.append(np.bincount(slot, weights=v, minlength=n))
+        out = []
+        for d, route in enumerate(self.routes):
+            a, b = int(self.offsets[d]), int(self.offsets[d + 1])
+            if a == b:
+                continue
+            keys = self.keys[d]
+            parts = [s[a:b] for s in sums]
+            if reached is not None:
+                mask = reached[a:b]
+                if not mask.any():
+                    continue
+                if not mask.all():
+                    keys = keys.filter(pa.array(mask))
+                    parts = [p[mask] for p in parts]
+            out.append((route, pa.table([keys] + parts, names=[on] + values)))
+        return out
+
+    def _general(self, varying: pa.Table, on: str, values: List[str], left: np.ndarray,
+                 right: Optional[np.ndarray]) -> List[Tuple[int, pa.Table]]:
+        """The same partial sums by Arrow kernels: any key and value types, nulls."""
+        picked = varying.take(left)
+        targets = self.table.column(self.dst)
+        columns = {on: targets if right is None else targets.take(right)}
+        for c in values:
+            column = picked.column(c)
+            if self.weight is not None:
+                w = self.table.column(self.weight)
+                column = pc.multiply(column, w if right is None else w.take(right))
+            columns[c] = column
+        return split_table(sum_by(pa.table(columns), on, values, self.op), [on], self.routes)
+
+
+def sum_by(table: pa.Table, on: str, values: Sequence[str], op: str) -> pa.Table:
+    """One row per ``on`` key with the sums of ``values`` (named as they are), as ``group_by``
+    sums them (bincount over dense integer keys, Arrow's hash aggregation otherwise)."""
+    specs = [(c, "sum") for c in values]
+    got = dense_group_by(table, [on], specs)
+    if got is None:
+        try:
+            got = table.group_by([on], use_threads=False).aggregate(specs)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+            types = ", ".join(f"{c}: {table.column(c).type}" for c in values)
+            msg = (f"{op}: cannot sum the value columns ({types}) per {on!r}: {exc}; every "
+                   f"column but {on!r} is summed, so select numeric value columns first")
+            raise FrameError(msg) from exc
+    return pa.table([got.column(on)] + [got.column(f"{c}_sum") for c in values],
+                    names=[on] + list(values))
+
+
+class Sums:
+    """The final step of ``spread`` (and of its composed form): the sums of a time's partial
+    tables per ``on`` key.  While the keys come out the same as the last time, the last key
+    array is handed on (the same memory), so that an exchange by ``on`` downstream reuses its
+    routing."""
+
+    def __init__(self, on: str, op: str):
+        self.on, self.op = on, op
+        self._last: Optional[Tuple[np.ndarray, pa.ChunkedArray]] = None
+
+    def __call__(self, tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+        table = tables[0]
+        if table is None or table.num_rows == 0:
+            return None
+        values = [c for c in table.column_names if c != self.on]
+        out = sum_by(table, self.on, values, self.op)
+        keys = out.column(0)
+        if keys.num_chunks == 1 and pa.types.is_integer(keys.type) and not keys.null_count:
+            now = keys.chunk(0).to_numpy()
+            last = self._last
+            if last is not None and last[1].type == keys.type and np.array_equal(last[0], now):
+                return pa.table([last[1]] + out.columns[1:], names=out.column_names)
+            self._last = (now, keys)
+        return out
+
+
+class SpreadVertex(HeldJoin):
+    """The sending half of ``spread``: a :class:`HeldJoin` of the varying tables (input 0,
+    key ``on``) with the invariant edges (input 1, key ``src``) whose match of a table is its
+    partial sums per target, tagged with the route of the target's worker."""
+
+    def __init__(self, op: str, last: int, on: str, src: str, dst: str,
+                 weight: Optional[str], routes: Sequence[int]) -> None:
+        super().__init__(op, 1, last, [[on], [src]], "inner")
+        self.on, self.src, self.dst, self.weight = on, src, dst, weight
+        self.routes = list(routes)
+        self.plans: dict = {}
+
+    def _index(self, ek: tuple) -> Any:
+        plan = self.plans.get(ek)
+        if plan is None and self.held.get(ek):
+            table = pa.concat_tables(self.held[ek]).combine_chunks()
+            require_columns(self.op, table,
+                            [self.dst] + ([self.weight] if self.weight is not None else []))
+            plan = self.plans[ek] = SpreadPlan(table, self.src, self.dst, self.weight,
+                                               self.routes, self.op)
+            self.held[ek] = []
+        return plan
+
+    def on_notify(self, time: naiad.Timestamp) -> None:
+        super().on_notify(time)
+        if time.counters[-1] == self.last:
+            self.plans.pop(self._epoch(time), None)
+
+    def _join(self, plan: Any, varying: Optional[pa.Table]) -> Any:
+        if plan is None or varying is None or varying.num_rows == 0:
+            return None
+        return plan.spread(varying, self.on)
+
+    def _emit(self, result: Any, time: naiad.Timestamp) -> None:
+        if result:
+            self.send_batch_by(0, result, time)

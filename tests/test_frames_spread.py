@@ -1,0 +1,244 @@
+"""FrameStream.spread: the dense path (loop-invariant edges prepared into integer positions)
+against the general composition (join, map_batches, group_by) and a plain Python loop, on
+seeded random graphs at 1 and 2 processes; the Arrow fallback for other types; routing reuse."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+np = pytest.importorskip("numpy")
+import pyarrow.compute as pc  # noqa: E402
+
+import naiad  # noqa: E402
+from linq import frames  # noqa: E402
+from linq.frames.spread import SpreadPlan  # noqa: E402
+from linq.frames.vertices import FrameError, Split, split_table  # noqa: E402
+from naiad.errors import GraphError  # noqa: E402
+from naiad.partition import route_keys  # noqa: E402
+
+ITERATIONS = 3
+
+
+def _graph(seed: int, nodes: int, edges: int, strings: bool = False, wide: bool = False):
+    """Edges (src, dst, w) and starting values (node, x, y) over ``nodes`` ids; some nodes have
+    no edges and some no starting row; ``wide`` spreads the ids far apart (the sorted path)."""
+    rng = random.Random(seed)
+    scale = 1_000_003 if wide else 1
+
+    def label(i: int):
+        return f"n{i}" if strings else i * scale
+    src = [rng.randrange(nodes) for _ in range(edges)]
+    dst = [rng.randrange(nodes) for _ in range(edges)]
+    e = pa.table({"src": [label(i) for i in src], "dst": [label(i) for i in dst],
+                  "w": [rng.uniform(0.1, 1.0) for _ in range(edges)]})
+    start = [i for i in range(nodes) if rng.random() < 0.8]
+    v = pa.table({"node": [label(i) for i in start], "x": [rng.uniform(0, 1) for _ in start],
+                  "y": [rng.uniform(-1, 1) for _ in start]})
+    return e, v
+
+
+def _oracle(edges: pa.Table, start: pa.Table, iterations: int, weighted: bool) -> dict:
+    """``{node: (x, y)}`` after ``iterations`` rounds, by dicts."""
+    values = defaultdict(lambda: [0.0, 0.0])
+    for n, x, y in zip(*(start.column(c).to_pylist() for c in ("node", "x", "y"))):
+        values[n][0] += x
+        values[n][1] += y
+    out_edges = defaultdict(list)
+    for s, d, w in zip(*(edges.column(c).to_pylist() for c in ("src", "dst", "w"))):
+        out_edges[s].append((d, w if weighted else 1.0))
+    for _ in range(iterations):
+        nxt: dict = {}
+        for n, (x, y) in values.items():
+            for d, w in out_edges.get(n, ()):
+                acc = nxt.setdefault(d, [0.0, 0.0])
+                acc[0] += x * w
+                acc[1] += y * w
+        values = nxt
+    return {n: tuple(v) for n, v in values.items()}
+
+
+def _run(edges: pa.Table, start: pa.Table, body, processes: int, workers: int) -> dict:
+    """``start.iterate(body(loop, values, edges))``: ``{node: (x, y)}`` over every process."""
+    def program(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
+        got = vs.iterate(lambda loop, r: body(loop, r, es), ITERATIONS).collect()
+        comp.activate()
+        p, n = comp.process_index, comp.processes
+        for inp, t in ((e_in, edges), (v_in, start)):
+            lo, hi = p * t.num_rows // n, (p + 1) * t.num_rows // n
+            inp.on_next([t.slice(lo, hi - lo)])
+            inp.on_completed()
+        comp.join(timeout=60)
+        return [t for ts in got.results.values() for t in ts]
+    tables = [t for part in naiad.execute(program, processes=processes, workers=workers)
+              for t in part]
+    out: dict = {}
+    for t in tables:
+        assert t.column_names == ["node", "x", "y"]
+        for n, x, y in zip(*(t.column(c).to_pylist() for c in t.column_names)):
+            assert n not in out, f"node {n!r} twice in the result"
+            out[n] = (x, y)
+    return out
+
+
+def _dense(loop, r, es, weight="w"):
+    return r.spread(loop.enter(es), on="node", weight=weight)
+
+
+def _composed(loop, r, es, weight="w"):
+    joined = r.join(loop.enter(es), on="node", right_on="src")
+    return joined.map_batches(lambda t: pa.table({
+        "node": t["dst"],
+        "x": pc.multiply(t["x"], t["w"]) if weight else t["x"],
+        "y": pc.multiply(t["y"], t["w"]) if weight else t["y"]})).group_by(
+        "node", x=("x", "sum"), y=("y", "sum"))
+
+
+def _close(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for n, v in want.items():
+        assert got[n] == pytest.approx(v, rel=1e-12, abs=1e-12), n
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 1), (1, 3), (2, 1), (2, 2)])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spread_matches_the_composition_and_dicts(processes, workers, seed):
+    edges, start = _graph(seed, nodes=50 * seed, edges=60 * seed)   # sparse: some targets unreached
+    want = _oracle(edges, start, ITERATIONS, weighted=True)
+    assert want
+    _close(_run(edges, start, _dense, processes, workers), want)
+    _close(_run(edges, start, _composed, processes, workers), want)
+
+
+@pytest.mark.parametrize("case", ["unweighted", "strings", "wide", "ints", "int32"])
+def test_spread_takes_the_arrow_path_for_other_tables(case):
+    """String keys, a key range too wide for direct addressing, integer values, narrower key
+    types and no weight column give what the composition gives."""
+    edges, start = _graph(5, nodes=60, edges=300, strings=case == "strings",
+                          wide=case == "wide")
+    weight = None if case == "unweighted" else "w"
+    if case == "ints":                      # integer values: summed as integers, unweighted
+        start = start.set_column(1, "x", pa.array(range(start.num_rows), pa.int64()))
+        start = start.set_column(2, "y", pa.array([i % 7 for i in range(start.num_rows)]))
+        weight = None
+    if case == "int32":
+        edges = edges.cast(pa.schema([("src", pa.int32()), ("dst", pa.int32()),
+                                      ("w", pa.float64())]))
+        start = start.cast(pa.schema([("node", pa.int32()), ("x", pa.float64()),
+                                      ("y", pa.float64())]))
+
+    def dense(loop, r, es):
+        return _dense(loop, r, es, weight)
+
+    def composed(loop, r, es):
+        return _composed(loop, r, es, weight)
+    want = _oracle(edges, start, ITERATIONS, weighted=weight is not None)
+    for processes, workers in ((1, 2), (2, 1)):
+        got = _run(edges, start, dense, processes, workers)
+        _close(got, want)
+        _close(_run(edges, start, composed, processes, workers), want)
+        if case == "ints":
+            assert all(isinstance(v[0], int) for v in got.values())
+
+
+def test_spread_outside_a_loop_and_with_repeated_keys():
+    """Without loop.enter spread is the composition; repeated keys on either side add up."""
+    edges = pa.table({"src": [1, 1, 2, 2, 2], "dst": [2, 2, 3, 1, 3], "w": [1.0] * 5})
+    values = pa.table({"node": [1, 1, 2], "x": [1.0, 2.0, 10.0]})
+
+    def program(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        got = frames.of(v_in.stream).spread(frames.of(e_in.stream), on="node",
+                                            weight="w").collect()
+        comp.activate()
+        first = comp.process_index == 0
+        e_in.on_next([edges] if first else [])
+        v_in.on_next([values] if first else [])
+        e_in.on_completed()
+        v_in.on_completed()
+        comp.join(timeout=60)
+        return [r for ts in got.results.values() for t in ts for r in t.to_pylist()]
+    rows = sorted((r["node"], r["x"]) for part in naiad.execute(program, processes=2)
+                  for r in part)
+    assert rows == [(1, 10.0), (2, 6.0), (3, 20.0)]
+
+
+def test_spread_plan_numbers_targets_by_owner():
+    """The dense numbering puts each worker's targets together, hashed as the exchange hashes
+    them, and a probe by the same keys again gives the same partial sums."""
+    edges, start = _graph(3, nodes=200, edges=1000)
+    routes = route_keys(3)
+    plan = SpreadPlan(edges, "src", "dst", "w", routes)
+    values = start.select(["node", "x"])
+    parts = plan.spread(values, "node")
+    assert parts == plan.spread(values, "node")
+    owners = {r: t for r, t in split_table(pa.table({"dst": pa.concat_arrays(plan.keys)}),
+                                          ["dst"], routes)}
+    for d, route in enumerate(routes):
+        assert plan.keys[d].to_pylist() == owners[route]["dst"].to_pylist()
+    sums = defaultdict(float)
+    x = dict(zip(values["node"].to_pylist(), values["x"].to_pylist()))
+    for s, t, w in zip(*(edges.column(c).to_pylist() for c in ("src", "dst", "w"))):
+        if s in x:
+            sums[t] += x[s] * w
+    got = {n: v for _, t in parts for n, v in zip(t["node"].to_pylist(), t["x"].to_pylist())}
+    assert got.keys() == sums.keys()
+    assert all(got[n] == pytest.approx(v, rel=1e-12) for n, v in sums.items())
+
+
+def test_split_reuses_routing_only_for_the_same_key_array():
+    routes = route_keys(2)
+    split = Split("exchange(k)", ["k"], routes)
+    sent = []
+    split.send_batch_by = lambda port, parts, time: sent.append(parts)
+    keys = pa.array(np.arange(1000))
+    split.on_recv_batch(0, [pa.table({"k": keys, "v": np.ones(1000)})], None)
+    split.on_recv_batch(0, [pa.table({"k": keys, "v": np.zeros(1000)})], None)
+    other = pa.array(np.arange(1000)[::-1].copy())            # new memory, other order
+    split.on_recv_batch(0, [pa.table({"k": other, "v": np.zeros(1000)})], None)
+    for parts in sent:
+        for route, t in parts:
+            assert dict(split_table(t, ["k"], routes)).keys() == {route}
+    assert [len(t) for _, t in sent[0]] == [len(t) for _, t in sent[1]]
+    assert sorted(sent[2][0][1]["k"].to_pylist()) == sorted(sent[0][0][1]["k"].to_pylist())
+
+
+def test_spread_errors_name_the_operator_and_columns():
+    edges = pa.table({"src": [0, 1], "to": [1, 0]})
+    start = pa.table({"node": [0, 1], "label": ["a", "b"]})
+
+    def run(body, e=edges, s=start):
+        def program(comp):
+            e_in, v_in = comp.new_input(), comp.new_input()
+            es = frames.of(e_in.stream)
+            frames.of(v_in.stream).iterate(lambda loop, r: body(loop, r, es), 2).collect()
+            comp.activate()
+            e_in.on_next([e])
+            v_in.on_next([s])
+            e_in.on_completed()
+            v_in.on_completed()
+            comp.join(timeout=30)
+        naiad.execute(program)
+    with pytest.raises(Exception, match=r"spread\(node -> dst\).*'dst'.*\['src', 'to'\]"):
+        run(lambda loop, r, es: r.spread(loop.enter(es), on="node"))
+    with pytest.raises(Exception, match=r"spread\(node -> to\).*label: string"):
+        run(lambda loop, r, es: r.spread(loop.enter(es), on="node", dst="to"))
+    with pytest.raises(TypeError, match="weight must be a column name"):
+        run(lambda loop, r, es: r.spread(loop.enter(es), on="node", dst="to", weight=1))
+
+    def other_loop(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
+
+        def outer(loop, r):
+            entered = loop.enter(es)
+            return r.iterate(lambda inner, q: q.spread(entered, on="node", dst="to"), 2)
+        vs.iterate(outer, 2)
+    with pytest.raises(GraphError, match="enter the stream in the loop that uses it"):
+        naiad.execute(other_loop)
+
