@@ -151,5 +151,9 @@ def route_hash(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
 
 
 def destinations(hashes: np.ndarray, workers: int) -> np.ndarray:
-    """The worker (``0 .. workers-1``) of each hash, from its high 32 bits."""
-    return (((hashes >> np.uint64(32)) * np.uint64(workers)) >> np.uint64(32)).astype(np.intp)
+    """The worker (``0 .. workers-1``) of each hash, from its high 32 bits (as uint16 below
+    65,536 workers: small integers sort and compare faster)."""
+    out = hashes >> np.uint64(32)
+    out *= np.uint64(workers)
+    out >>= np.uint64(32)
+    return out.astype(np.uint16 if workers <= 1 << 16 else np.intp)

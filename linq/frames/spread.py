@@ -113,8 +113,7 @@ class SpreadPlan:
         else:
             distinct, inverse = np.unique(targets, return_inverse=True)
         owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes))
-        order = np.argsort(owner.astype(np.uint16 if len(self.routes) < 1 << 16 else np.int64),
-                           kind="stable")
+        order = np.argsort(owner, kind="stable")
         number = np.empty(len(distinct), np.intp)
         number[order] = np.arange(len(distinct))
         if inverse is None:

@@ -48,6 +48,9 @@ def require_columns(op: str, table: pa.Table, columns: Sequence[str]) -> None:
         raise FrameError(msg)
 
 
+_FEW = 8            # up to this many workers, rows are cut by comparisons rather than a sort
+
+
 def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
                 dest: Optional[np.ndarray] = None) -> List[tuple]:
     """``[(route, part)]``: the rows of ``table`` cut by the high bits of their ``route_hash``
@@ -58,15 +61,21 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
         return [(routes[0], table)] if table.num_rows else []
     if dest is None:
         dest = row_workers(table, keys, workers)
-    counts = np.bincount(dest, minlength=workers)
-    whole = np.flatnonzero(counts == table.num_rows)
-    if len(whole):                     # one destination (already partitioned): no copy
-        return [(routes[int(whole[0])], table)]
-    # A stable sort of small integers is a radix sort in numpy: linear in the rows.
-    ordered = table.take(np.argsort(dest.astype(np.uint16 if workers < 1 << 16 else np.int64),
-                                    kind="stable"))
+    if workers <= _FEW:
+        # Few workers: the rows of each, in order, by one comparison each (faster than a sort).
+        rows = [np.flatnonzero(dest == d) for d in range(workers)]
+        counts = [len(r) for r in rows]
+        if max(counts) == table.num_rows:      # one destination (already partitioned): no copy
+            return [(routes[counts.index(table.num_rows)], table)]
+        ordered = table.take(np.concatenate(rows))
+    else:
+        counts = np.bincount(dest, minlength=workers).tolist()
+        if max(counts) == table.num_rows:
+            return [(routes[counts.index(table.num_rows)], table)]
+        # A stable sort of small integers is a radix sort in numpy: linear in the rows.
+        ordered = table.take(np.argsort(dest, kind="stable"))
     out, start = [], 0
-    for d, n in enumerate(counts.tolist()):
+    for d, n in enumerate(counts):
         if n:
             out.append((routes[d], ordered.slice(start, n)))
             start += n
