@@ -135,8 +135,8 @@ class SpreadPlan:
         left, right = self.index.probe(varying, [on])
         if not len(left):
             return []
-        plain = [_plain(varying.column(c)) for c in values]
-        if self.slot is None or not self.weighted_plain or any(p is None for p in plain):
+        plain = [p for p in (_plain(varying.column(c)) for c in values) if p is not None]
+        if self.slot is None or not self.weighted_plain or len(plain) < len(values):
             return self._general(varying, on, values, left, right)
         slot = self.slot if right is None else self.slot[right]
         n = int(self.offsets[-1])

@@ -3,7 +3,8 @@
 Three ways in:
 
 * :func:`execute` runs an SPMD program as one Spark barrier stage over a DataFrame's or RDD's
-  partitions, one task per process; the tasks rendezvous through ``BarrierTaskContext.allGather``,
+  partitions, one task per process; the tasks rendezvous through the driver under a local
+  master (:mod:`naiad.spark.rendezvous`) and ``BarrierTaskContext.allGather`` otherwise,
   connect over CURVE-authenticated ZeroMQ, and return their rows as a DataFrame.  The same call
   runs on a local master and on a cluster: this is the scalable path.
 * :func:`source` lets programs run by :func:`naiad.execute` read a DataFrame or RDD: Spark's

@@ -3,8 +3,10 @@
 The driver plans the stage and generates the shared secret; each task
 
 1. binds its ZeroMQ endpoint on the executor's own address (loopback under a local master),
-2. exchanges endpoints with the other tasks through ``BarrierTaskContext.allGather`` (the
-   computation's rendezvous) and connects with CURVE authentication keyed by the secret,
+2. exchanges endpoints with the other tasks (the computation's rendezvous: under a local master
+   through the driver, :mod:`naiad.spark.rendezvous`, which answers as soon as the last task
+   asks; otherwise through ``BarrierTaskContext.allGather``, which takes a second) and connects
+   with CURVE authentication keyed by the secret,
 3. runs ``program(comp, rows)`` over the rows of its own partition — Arrow batches straight from
    Spark for a DataFrame (``mapInArrow(..., barrier=True)``), the records for an RDD — and
 4. returns the program's rows to Spark in pickled chunks; with ``frames=True`` the program gets
@@ -36,6 +38,7 @@ from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
                             unpack_results)
 from naiad.spark.frames import PartitionTables, result_batches
+from naiad.spark.rendezvous import DriverGather, DriverRendezvous
 from naiad.spark.session import quiet_warnings, task_slots
 
 __all__ = ["execute", "StageFailed", "BarrierTask", "listen_host"]
@@ -46,7 +49,8 @@ _FOUND = re.compile(re.escape(_BEGIN) + r"(.*?)" + re.escape(_END), re.S)
 
 # Options that do not apply inside a barrier stage.
 _NOT_HERE = {
-    "rendezvous": "the tasks find each other through BarrierTaskContext.allGather",
+    "rendezvous": "the tasks find each other through the driver (a local master) or "
+                  "BarrierTaskContext.allGather",
     "checkpoint_dir": "Spark reruns the whole barrier stage when a task fails",
     "checkpoint_every": "Spark reruns the whole barrier stage when a task fails",
     "checkpoint_interval": "Spark reruns the whole barrier stage when a task fails",
@@ -117,6 +121,7 @@ class BarrierTask:
         self.columns = columns
         self.epochs = epochs
         self.schema: Any = None        # the result StructType, with frames=True
+        self.gather: Optional[str] = None   # the driver's rendezvous endpoint, if it serves one
 
     def from_arrow(self, batches):
         """``mapInArrow`` function: Arrow batches in, one-column batches of pickled rows out."""
@@ -150,7 +155,12 @@ class BarrierTask:
         options["secret"] = self.secret
         if not options.get("listen"):
             options["listen"] = listen_host(infos[pid].address)
-        options["rendezvous"] = _AllGather(ctx)
+        if self.gather is not None:
+            options["rendezvous"] = DriverGather(self.gather, self.secret,
+                                                 ctx.stageId(), pid,
+                                                 float(options.get("connect_timeout", 30.0)))
+        else:
+            options["rendezvous"] = _AllGather(ctx)
         comp: Optional[Computation] = None
         try:
             comp = Computation(process_index=pid, processes=len(infos), workers=self.workers,
@@ -272,12 +282,23 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     options, watching = watch(options, secret, in_process=False)
     task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
                        epochs)
+    served = None
+    if spark.sparkContext.master.startswith("local"):
+        served = DriverRendezvous(secret, processes)
+        task.gather = served.endpoint
+    try:
+        return _run_stage(spark, data, task, schema, processes, frame, frames)
+    finally:
+        if served is not None:
+            served.stop()
+        if watching is not None:
+            watching.stop()
+
+
+def _run_stage(spark, data, task: BarrierTask, schema: Any, processes: int, frame: bool,
+               frames: bool):
     if frames:
-        try:
-            return _run_frames(spark, data, task, schema, processes)
-        finally:
-            if watching is not None:
-                watching.stop()
+        return _run_frames(spark, data, task, schema, processes)
     if frame:
         payloads = data.mapInArrow(task.from_arrow, "payload binary", barrier=True).rdd.map(_payload)
     else:
@@ -290,9 +311,6 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         if found is None:
             raise
         raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
-    finally:
-        if watching is not None:
-            watching.stop()
     rows = shuffled.flatMap(unpack_results)
     try:
         return spark.createDataFrame(rows, schema)
