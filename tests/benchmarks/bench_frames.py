@@ -132,8 +132,9 @@ def bench_pagerank(repeat: int = 5) -> None:
     body += ("\n\nLoad average (1 min) of the shared 2-core machine at the start, between the "
              f"graphs and at the end: {', '.join(f'{x:.1f}' for x in load)}.")
     body += (f"\n\n{what}; RMAT scale {SCALE}: 65,536 nodes, 1,048,576 edges (duplicates "
-             f"kept). {ITERATIONS} iterations. Frames: 2 processes x 1 worker, the slowest "
-             "process's times, medians of "
+             f"kept). {ITERATIONS} iterations. Frames: samples.frames_pagerank (per iteration "
+             "FrameStream.spread along the entered edges, then a map_batches for the damping), "
+             "2 processes x 1 worker, the slowest process's times, medians of "
              f"{repeat}: from feeding the inputs to the ranks delivered to a subscriber (the "
              "dataflow's work: shipping and indexing the edges, the iterations), and the whole "
              "program (its edge table, the graph, the handshake between processes in activate, "
