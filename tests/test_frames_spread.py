@@ -115,9 +115,9 @@ def test_spread_matches_the_composition_and_dicts(processes, workers, seed):
     _close(_run(edges, start, _composed, processes, workers), want)
 
 
-@pytest.mark.parametrize("case", ["unweighted", "strings", "wide", "ints", "int32"])
+@pytest.mark.parametrize("case", ["unweighted", "strings", "wide", "ints", "int32", "uint64"])
 def test_spread_takes_the_arrow_path_for_other_tables(case):
-    """String keys, a key range too wide for direct addressing, integer values, narrower key
+    """String keys, a key range too wide for direct addressing, integer values, other key
     types and no weight column give what the composition gives."""
     edges, start = _graph(5, nodes=60, edges=300, strings=case == "strings",
                           wide=case == "wide")
@@ -126,11 +126,10 @@ def test_spread_takes_the_arrow_path_for_other_tables(case):
         start = start.set_column(1, "x", pa.array(range(start.num_rows), pa.int64()))
         start = start.set_column(2, "y", pa.array([i % 7 for i in range(start.num_rows)]))
         weight = None
-    if case == "int32":
-        edges = edges.cast(pa.schema([("src", pa.int32()), ("dst", pa.int32()),
-                                      ("w", pa.float64())]))
-        start = start.cast(pa.schema([("node", pa.int32()), ("x", pa.float64()),
-                                      ("y", pa.float64())]))
+    if case in ("int32", "uint64"):
+        key = pa.int32() if case == "int32" else pa.uint64()
+        edges = edges.cast(pa.schema([("src", key), ("dst", key), ("w", pa.float64())]))
+        start = start.cast(pa.schema([("node", key), ("x", pa.float64()), ("y", pa.float64())]))
 
     def dense(loop, r, es):
         return _dense(loop, r, es, weight)

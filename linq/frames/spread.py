@@ -66,7 +66,9 @@ def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
 
 
 def _ints(column: pa.ChunkedArray) -> Optional[np.ndarray]:
-    if not pa.types.is_integer(column.type) or column.null_count:
+    """An integer column without nulls (and within int64) as int64, else None."""
+    if (not pa.types.is_integer(column.type) or column.type == pa.uint64()
+            or column.null_count):
         return None
     values = column.chunk(0).to_numpy() if column.num_chunks == 1 else column.to_numpy()
     return values.astype(np.int64, copy=False)
