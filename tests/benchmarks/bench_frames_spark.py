@@ -19,6 +19,7 @@ ends with the ranks materialised in Spark.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import statistics
 import tempfile
@@ -72,6 +73,7 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
     spark = naiad.spark.local_session("local[2]")
     nodes = 1 << args.scale
     want = power_iteration(rmat_edges(args.scale, edge_factor=16, seed=1), nodes, args.iterations)
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="naiad-bench-frames-spark-") as tmp:
         edges_df, n_edges = _edges_frame(spark, args.scale, tmp)
         spark_pagerank(edges_df, nodes, 1, processes=2)       # warm up the Python workers
@@ -89,6 +91,7 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
         t0 = time.perf_counter()
         rdd_pagerank(edges_df, args.iterations)
         rdd_s = time.perf_counter() - t0
+    load.append(os.getloadavg()[0])
     err = float(np.max(np.abs(got - want)))
     err_df = float(np.max(np.abs(df_got - want)))
     rows = [
@@ -108,7 +111,10 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
             "and the DataFrame API, a cached RDD for the RDD form). Frames: median of "
             f"{args.repeat} runs after a warm-up run; the others: one run each. The RDD form "
             "ranks only the nodes that occur in edges (its own N), the others every id below "
-            "2**scale, as the scipy oracle does.")
+            "2**scale, as the scipy oracle does. The tasks of the frames stage meet through the "
+            "driver's rendezvous (naiad.spark.rendezvous), not allGather. Load average (1 min) "
+            "of the shared 2-core machine at the start and at the end: "
+            f"{', '.join(f'{x:.1f}' for x in load)}.")
     if args.no_report:
         print(body)
     else:
