@@ -183,7 +183,7 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     """Local fold of ``value(r)`` per ``key(r)`` and time, an exchange of the partial
     accumulators on the key, and a final fold of the partials with ``combine``."""
     source, batch, _ = _fused_input(stream, None)
-    combine_pairs = _combiner(combine)
+    combine_pairs = combiner(combine)
 
     pairs_as_records = _is_item(key, 0) and _is_item(value, 1)
 
@@ -242,7 +242,7 @@ def _replay(op: str, role: str, combine: Callable, acc: dict, key: Callable, val
 def merge_stage(local: Stream, op: str, combine: Callable[[Any, Any], Any], role: str) -> Stream:
     """``(key, partial)`` pairs of ``local`` exchanged on the key and folded per time with
     ``combine``: the second half of a pre-combined aggregation."""
-    combine_pairs = _combiner(combine)
+    combine_pairs = combiner(combine)
 
     def merge(acc: dict, edge: int, records: list) -> None:
         if not acc and _adopt(acc, records):
@@ -261,7 +261,12 @@ def _is_item(fn: Callable, index: int) -> bool:
     return type(fn) is operator.itemgetter and repr(fn) == f"operator.itemgetter({index})"
 
 
-def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
+def replay_pair(op: str, role: str, combine: Callable, acc: dict, pair: tuple) -> None:
+    """:func:`_replay` of a ``(key, partial)`` pair."""
+    _replay(op, role, combine, acc, _first, _second, pair)
+
+
+def combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
     """A loop folding ``(key, value)`` pairs into ``acc``; the common combines are inlined."""
     if combine is operator.add:
         def fold(acc: dict, pairs: Iterable) -> None:

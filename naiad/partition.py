@@ -24,8 +24,8 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches", "route_keys",
-           "batch_cut", "BATCH_BYTES"]
+__all__ = ["key_hash", "partition", "destinations", "Exchange", "Pipeline", "release_caches",
+           "route_keys", "batch_cut", "BATCH_BYTES"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -169,36 +169,55 @@ def batch_cut(records: Sequence[Any]) -> int:
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
     """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``.
 
-    The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
-    destination cache (``map(cache.get, keys)``), and each part is taken with
-    ``itertools.compress``.  When keys are missing from the cache and all are strings, their
-    CRC-32s are computed by ``map`` too; other keys not cached yet are hashed in Python once.
+    The split runs at C speed: the keys are mapped (``map(key, records)``), their destinations
+    found by :func:`destinations`, and each part is taken with ``itertools.compress``; when
+    every record goes to one part (the data of a key already on its worker), no part is split.
     """
     if not records:
         return [[] for _ in range(parts)]
-    cache = _caches.get(parts)
-    if cache is None or len(cache) > _CACHE_LIMIT:
-        cache = _caches[parts] = {}
     try:
         keys = list(map(key, records))
-        dests = list(map(cache.get, keys))
+        dests = destinations(keys, parts)
     except TypeError:
         return _partition_slowly(records, key, parts)
-    if None in dests:
-        try:                # string keys (words): the CRC-32 of each, all in C
-            dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
-            cache.update(zip(keys, dests))
-        except (TypeError, UnicodeEncodeError):
-            try:
-                _fill(keys, dests, cache, parts)
-            except TypeError:
-                return _partition_slowly(records, key, parts)
     if parts == 2:
+        ones = sum(dests)
+        if ones == 0:
+            return [list(records), []]
+        if ones == len(dests):
+            return [[], list(records)]
         return [list(compress(records, map(_not, dests))), list(compress(records, dests))]
     return [list(compress(records, map(d.__eq__, dests))) for d in range(parts)]
 
 
-def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
+def destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
+    """``key_hash(k) % parts`` for every key, from a cache of destinations by key.
+
+    The lookups run by ``map(cache.get, keys)``; when keys are missing from the cache and all
+    are strings, their CRC-32s are computed by ``map`` too; other keys not cached yet are hashed
+    in Python once.  Raises TypeError for an unhashable key.
+
+    >>> destinations(["naiad", 7], 3) == [key_hash("naiad") % 3, key_hash(7) % 3]
+    True
+    """
+    cache = _caches.get(parts)
+    if cache is None or len(cache) > _CACHE_LIMIT:
+        cache = _caches[parts] = {}
+    dests = list(map(cache.get, keys))
+    try:
+        sum(dests)                  # a TypeError when a key is not cached (None)
+        return dests
+    except TypeError:
+        pass
+    try:                # string keys (words): the CRC-32 of each, all in C
+        dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
+        cache.update(zip(keys, dests))
+    except (TypeError, UnicodeEncodeError):
+        _fill(keys, dests, cache, parts)
+    return dests
+
+
+def _fill(keys: Sequence, dests: list, cache: dict, parts: int) -> None:
     """Destinations of the keys missing from the cache, hashed one at a time."""
     get = cache.get
     for i, d in enumerate(dests):
