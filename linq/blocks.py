@@ -35,7 +35,7 @@ from naiad.graph import Stream
 from naiad.partition import destinations, route_keys
 from linq.core import PerTimeVertex
 from linq.invariant import inherit
-from linq.keyed import combiner, replay_pair
+from linq.folds import combiner, replay_pair
 
 try:
     import numpy as np

@@ -24,6 +24,11 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
+try:
+    import numpy as np
+except ImportError:             # numpy is optional: integer keys go through the cache
+    np = None  # type: ignore[assignment]
+
 __all__ = ["key_hash", "partition", "destinations", "Exchange", "Pipeline", "release_caches",
            "route_keys", "batch_cut", "BATCH_BYTES"]
 
@@ -191,30 +196,49 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
 
 
 def destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
-    """``key_hash(k) % parts`` for every key, from a cache of destinations by key.
+    """``key_hash(k) % parts`` for every key, at C speed where the keys allow.
 
-    The lookups run by ``map(cache.get, keys)``; when keys are missing from the cache and all
-    are strings, their CRC-32s are computed by ``map`` too; other keys not cached yet are hashed
-    in Python once.  Raises TypeError for an unhashable key.
+    Strings: the CRC-32 of each by ``map`` (faster than looking them up in a cache of
+    destinations, whose misses cost more than the hash).  Ints of 64 bits: the same finaliser
+    as :func:`key_hash`, in numpy.  Other keys: a cache of destinations by key, looked up by
+    ``map(cache.get, keys)``; keys not cached yet are hashed in Python once.  Raises TypeError
+    for an unhashable key.
 
-    >>> destinations(["naiad", 7], 3) == [key_hash("naiad") % 3, key_hash(7) % 3]
+    >>> destinations(["naiad", 7, (1, "a")], 3) == [key_hash(k) % 3 for k in ["naiad", 7, (1, "a")]]
     True
     """
+    kinds = set(map(type, keys))
+    if kinds == _STR:
+        try:
+            return list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
+        except UnicodeEncodeError:          # lone surrogates: key_hash's own encoding
+            pass
+    elif kinds == _INT and np is not None and len(keys) >= 64:
+        try:
+            x = np.fromiter(keys, np.int64, len(keys)).view(np.uint64)
+        except OverflowError:
+            pass
+        else:
+            return (_mix_array(x) % np.uint64(parts)).tolist()
     cache = _caches.get(parts)
     if cache is None or len(cache) > _CACHE_LIMIT:
         cache = _caches[parts] = {}
-    dests = list(map(cache.get, keys))
-    try:
-        sum(dests)                  # a TypeError when a key is not cached (None)
-        return dests
-    except TypeError:
-        pass
-    try:                # string keys (words): the CRC-32 of each, all in C
-        dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
-        cache.update(zip(keys, dests))
-    except (TypeError, UnicodeEncodeError):
+    dests: list = list(map(cache.get, keys))
+    if None in dests:
         _fill(keys, dests, cache, parts)
     return dests
+
+
+_STR = {str}
+_INT = {int}
+
+
+def _mix_array(x: Any) -> Any:
+    """:func:`_mix` of every element of a uint64 array (products wrap modulo 2**64)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def _fill(keys: Sequence, dests: list, cache: dict, parts: int) -> None:
