@@ -143,6 +143,7 @@ def route_keys(workers: int) -> List[int]:
 def release_caches() -> None:
     """Forget the destination caches (called when a computation ends)."""
     _caches.clear()
+    _repeats.clear()
 
 
 # Destination caches, one per number of parts: real keys repeat (words, node ids), so the hash
@@ -198,6 +199,8 @@ def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int
 def destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
     """``key_hash(k) % parts`` for every key, at C speed where the keys allow.
 
+    A list of keys equal to the last one of its length (a loop's keys, every iteration) gets
+    the destinations computed for that one.
     Strings: the CRC-32 of each by ``map`` (faster than looking them up in a cache of
     destinations, whose misses cost more than the hash).  Ints of 64 bits: the same finaliser
     as :func:`key_hash`, in numpy.  Other keys: a cache of destinations by key, looked up by
@@ -207,6 +210,28 @@ def destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
     >>> destinations(["naiad", 7, (1, "a")], 3) == [key_hash(k) % 3 for k in ["naiad", 7, (1, "a")]]
     True
     """
+    n = len(keys)
+    if n >= _REPEATS_FROM:
+        seen = _repeats.get((parts, n))
+        if seen is not None and seen[0] == keys:
+            return list(seen[1])
+        dests = _destinations(keys, parts)
+        if len(_repeats) >= _REPEATS_KEPT:
+            _repeats.clear()
+        _repeats[parts, n] = (list(keys), tuple(dests))
+        return dests
+    return _destinations(keys, parts)
+
+
+# The keys of a loop's iterated records come back every iteration in the same order (the
+# output of a keyed merge): their last destinations are kept by (parts, len(keys)) and reused
+# when the keys are equal (a list comparison, by identity first: well under the hash's cost).
+_REPEATS_FROM = 1024
+_REPEATS_KEPT = 16
+_repeats: Dict[tuple, tuple] = {}
+
+
+def _destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
     kinds = set(map(type, keys))
     if kinds == _STR:
         try:

@@ -45,6 +45,20 @@ def test_destinations_equal_key_hash(seed, kind):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_destinations_of_a_repeated_key_list_are_those_of_its_keys(seed):
+    """Equal lists (a loop's keys) reuse the last destinations; a list of the same length
+    that differs anywhere, or the returned list changed by its caller, does not mislead."""
+    rng = random.Random(seed)
+    keys = random_keys(rng, rng.choice(KINDS), 3000)
+    for trial in range(6):
+        got = destinations(keys if trial % 2 else list(keys), 3)
+        assert got == [key_hash(k) % 3 for k in keys]
+        got[:] = [7] * len(got)
+        i = rng.randrange(len(keys))
+        keys = keys[:i] + [f"new{trial}"] + keys[i + 1:]
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_partition_agrees_with_key_hash_when_one_part_takes_all(seed):
     rng = random.Random(seed)
     keys = [k for k in random_keys(rng, "str", 400) if key_hash(k) % 2 == 1]
