@@ -27,7 +27,7 @@ True
 from __future__ import annotations
 
 import operator
-from itertools import compress
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -45,6 +45,7 @@ except ImportError:             # numpy is optional: values travel as lists
 __all__ = ["Router", "merge_blocks", "MergeBlocksVertex"]
 
 _first = itemgetter(0)
+_NUMBERS = frozenset((int, float))
 
 
 class Router:
@@ -129,10 +130,16 @@ class MergeBlocksVertex(PerTimeVertex):
             if out is not None:
                 return out
         acc: dict = {}
+        numbers = self.combine is operator.add and all(
+            _NUMBERS.issuperset(map(type, _as_list(b[2]))) for b in blocks)
         for _, keys, values in blocks:
             values = _as_list(values)
             if not acc:
                 acc.update(zip(keys, values))
+                continue
+            if numbers:        # ints and floats: acc.get(k, 0) + v for every key, in C
+                acc.update(zip(keys, map(operator.add, map(acc.get, keys, repeat(0)),
+                                         values)))
                 continue
             try:
                 self.fold(acc, zip(keys, values))
