@@ -54,7 +54,7 @@ class Router:
     def __init__(self, workers: int):
         self.workers = workers
         self.routes = route_keys(workers)
-        self._known: Dict[int, tuple] = {}      # id(keys) -> (keys, [(index, keys of d)] by d)
+        self._known: Dict[int, tuple] = {}      # id(keys) -> (keys, its parts by destination)
 
     def forget(self) -> None:
         """Drop the destinations remembered for key lists (at the end of an epoch)."""
