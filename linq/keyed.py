@@ -17,6 +17,8 @@ from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from naiad.graph import Stream
+from linq.blocks import Router, merge_blocks
+from linq.folds import combiner, replay
 from linq.fusion import chain_of, fusable
 from linq.invariant import held, held_stage
 from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
@@ -25,7 +27,6 @@ from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_d
 __all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
 
 _first = itemgetter(0)
-_second = itemgetter(1)
 _MISSING = object()
 _builtin_min, _builtin_max = min, max
 
@@ -140,17 +141,12 @@ def count(stream: Stream) -> Stream:
     def local_batch(counts: Counter, edge: int, records: list) -> None:
         counts.update(batch(records))
 
-    def merge(counts: dict, edge: int, records: list) -> None:
-        if not counts and _adopt(counts, records):
-            return
-        get = counts.get
-        for k, n in records:
-            counts[k] = get(k, 0) + n
-    if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
+    workers = stream.computation.workers
+    if workers == 1:                        # nothing to exchange: one stage does it all
         return per_time_stage([(source, None)], "count", Counter, local_batch, _items, diagnose)
-    local = per_time_stage([(source, None)], "count.local", Counter, local_batch, _items,
-                           diagnose)
-    return per_time_stage([(local, _first)], "count", dict, merge, _items)
+    local = per_time_stage([(source, None)], "count.local", Counter, local_batch,
+                           _columns(workers), diagnose)
+    return merge_blocks(local, "count", operator.add, "combine")
 
 
 def _fused_input(stream: Stream, diagnose):
@@ -164,18 +160,18 @@ def _fused_input(stream: Stream, diagnose):
     return source, chain_of(steps), fused_diagnose(steps, diagnose)
 
 
-def _adopt(acc: dict, pairs: list) -> bool:
-    """Fill an empty ``acc`` from ``(key, partial)`` pairs at C speed; False (and ``acc``
-    emptied again) when a key repeats, so that the caller combines them one by one."""
-    acc.update(pairs)
-    if len(acc) == len(pairs):
-        return True
-    acc.clear()
-    return False
-
-
 def _items(acc: dict) -> list:
     return list(acc.items())
+
+
+def _columns(workers: int) -> Callable[[dict], list]:
+    """The partial accumulators of a time as blocks for ``workers`` workers
+    (:mod:`linq.blocks`): keys and values in two lists, split by destination."""
+    router = Router(workers)          # never asked to remember: safe to share between workers
+
+    def blocks(acc: dict) -> list:
+        return router.split(list(acc), list(acc.values()))
+    return blocks
 
 
 def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
@@ -183,7 +179,7 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     """Local fold of ``value(r)`` per ``key(r)`` and time, an exchange of the partial
     accumulators on the key, and a final fold of the partials with ``combine``."""
     source, batch, _ = _fused_input(stream, None)
-    combine_pairs = _combiner(combine)
+    combine_pairs = combiner(combine)
 
     pairs_as_records = _is_item(key, 0) and _is_item(value, 1)
 
@@ -215,89 +211,23 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     def replay_all(items: list) -> None:
         scratch: dict = {}
         for r in items:
-            replay(scratch, key, value, r)
+            replay(op, role, combine, scratch, key, value, r)
             k, v = key(r), value(r)
             cur = scratch.get(k, _MISSING)
             scratch[k] = v if cur is _MISSING else combine(cur, v)
 
-    def replay(acc: dict, key: Callable, value: Callable, r: Any) -> None:
-        _replay(op, role, combine, acc, key, value, r)
     diagnose = _fused_input(stream, None)[2]
-    if stream.computation.workers == 1:      # nothing to exchange: one stage does it all
+    workers = stream.computation.workers
+    if workers == 1:                        # nothing to exchange: one stage does it all
         return per_time_stage([(source, None)], op, dict, fold, _items, diagnose)
-    local = per_time_stage([(source, None)], f"{op}.local", dict, fold, _items, diagnose)
-    return merge_stage(local, op, combine, role)
-
-
-def _replay(op: str, role: str, combine: Callable, acc: dict, key: Callable, value: Callable,
-            r: Any) -> None:
-    """The failing record again, one call at a time, against the state it met."""
-    k = call(op, "key", key, (r,), HASHABLE)
-    v = call(op, "value", value, (r,))
-    cur = acc.get(k, _MISSING)
-    if cur is not _MISSING:
-        call(op, role, combine, (cur, v))
-
-
-def merge_stage(local: Stream, op: str, combine: Callable[[Any, Any], Any], role: str) -> Stream:
-    """``(key, partial)`` pairs of ``local`` exchanged on the key and folded per time with
-    ``combine``: the second half of a pre-combined aggregation."""
-    combine_pairs = _combiner(combine)
-
-    def merge(acc: dict, edge: int, records: list) -> None:
-        if not acc and _adopt(acc, records):
-            return
-        try:
-            combine_pairs(acc, records)
-        except Exception:
-            for kv in records:              # a failing call, named precisely
-                _replay(op, role, combine, acc, _first, _second, kv)
-            raise
-    return per_time_stage([(local, _first)], op, dict, merge, _items)
+    local = per_time_stage([(source, None)], f"{op}.local", dict, fold, _columns(workers),
+                           diagnose)
+    return merge_blocks(local, op, combine, role)
 
 
 def _is_item(fn: Callable, index: int) -> bool:
     """Whether ``fn`` is ``operator.itemgetter(index)``."""
     return type(fn) is operator.itemgetter and repr(fn) == f"operator.itemgetter({index})"
-
-
-def _combiner(combine: Callable) -> Callable[[dict, Iterable], None]:
-    """A loop folding ``(key, value)`` pairs into ``acc``; the common combines are inlined."""
-    if combine is operator.add:
-        def fold(acc: dict, pairs: Iterable) -> None:
-            get = acc.get
-            pairs = iter(pairs)                 # the second loop goes on where this one stops
-            for k, v in pairs:
-                if type(v) is float:            # a sum of floats: start from 0.0, no test
-                    acc[k] = get(k, 0.0) + v
-                    break
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else cur + v
-            else:
-                return
-            for k, v in pairs:                  # the same iterator, on from the first float
-                acc[k] = get(k, 0.0) + v
-    elif combine is _builtin_min:
-        def fold(acc: dict, pairs: Iterable) -> None:
-            get = acc.get
-            for k, v in pairs:
-                cur = get(k, _MISSING)
-                if cur is _MISSING or v < cur:
-                    acc[k] = v
-    elif combine is _builtin_max:
-        def fold(acc: dict, pairs: Iterable) -> None:
-            get = acc.get
-            for k, v in pairs:
-                cur = get(k, _MISSING)
-                if cur is _MISSING or v > cur:
-                    acc[k] = v
-    else:
-        def fold(acc: dict, pairs: Iterable) -> None:
-            get = acc.get
-            for k, v in pairs:
-                cur = get(k, _MISSING)
-                acc[k] = v if cur is _MISSING else combine(cur, v)
-    return fold
 
 
 def min(stream: Stream, key: Callable[[Any], Hashable],

@@ -20,7 +20,9 @@ or ``numpy.minimum.at``/``maximum.at`` over the ranks of the values (``min``/``m
 ``str`` or ``int`` values: the least value by Python's ``<``).  Other combines, other value
 types, several invariant records per key or a batch with a repeated key take the general
 path (a Python fold per edge), which gives the same results.  Only the pre-combined
-``(target, partial)`` pairs are exchanged, then folded again as ``aggregate`` does.
+partials are exchanged, as columns (:mod:`linq.blocks`): per destination worker one record of
+the targets' keys and their partials (a float array for the sums), the destinations of the
+plan's targets computed once per epoch; they are folded again as ``aggregate`` does.
 
 >>> import linq, operator
 >>> from naiad.testing import run
@@ -43,6 +45,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, Optional, Sequence
 
 from naiad.errors import GraphError
 from naiad.graph import Stream
+from linq.blocks import Router, merge_blocks
 from linq.core import UserFunctionError, label, need_callable, need_stream
 from linq.invariant import HeldVertex, held
 
@@ -88,12 +91,13 @@ def _one(x: Any) -> tuple:
 
 class SpreadVertex(HeldVertex):
     """The local half of :func:`spread`: a :class:`HeldVertex` whose match of a batch is the
-    ``(target, partial)`` pairs of the batch, folded per target."""
+    partials of the batch, folded per target, in blocks for the workers (:mod:`linq.blocks`)."""
 
     def __init__(self, op: str, last: int, share: Callable, combine: Callable,
-                 own: Optional[Callable], diagnose):
+                 own: Optional[Callable], diagnose, router: Router):
         super().__init__(op, 1, last, result=share, diagnose=diagnose)
         self.share, self.combine, self.own = share, combine, own
+        self.router = router
         self._plans: Dict[int, Any] = {}          # id(held table) -> (table, _Plan or None)
 
     def _match(self, table: dict, records: list) -> list:
@@ -103,13 +107,15 @@ class SpreadVertex(HeldVertex):
             if len(xs) == len(records):           # one varying record per key
                 out = self._arrays(plan, xs)
                 if out is not None:
-                    return out
-        return self._fold(table, records)
+                    return self.router.split(*out)
+        acc = self._fold(table, records)
+        return self.router.split(list(acc), list(acc.values()))
 
     def on_notify(self, time) -> None:
         super().on_notify(time)
         if time[1][-1] == self.last:              # the epoch's held table is gone
             self._plans.clear()
+            self.router.forget()
 
     def _plan(self, table: dict):
         entry = self._plans.get(id(table))
@@ -119,10 +125,14 @@ class SpreadVertex(HeldVertex):
                 plan = _Plan(dict(zip(table.keys(), map(_first, table.values()))),
                              self.own is not None)
             self._plans = {id(table): (table, plan)}      # one epoch at a time, typically
+            if plan is not None:
+                self.router.remember(plan.tkeys)          # the targets of every full batch
             entry = self._plans[id(table)]
         return entry[1]
 
-    def _arrays(self, plan: _Plan, xs: dict) -> Optional[list]:
+    def _arrays(self, plan: _Plan, xs: dict) -> Optional[tuple]:
+        """``(targets, partials)`` of the batch ``xs`` (a dict), or None for the general path;
+        when every held key has its record, the targets are ``plan.tkeys`` itself."""
         hit = None if len(xs) == len(plan.keys) and xs.keys() == plan.keyset else \
             list(map(xs.__contains__, plan.keys))
         if hit is None:                           # every held key has its record
@@ -145,7 +155,9 @@ class SpreadVertex(HeldVertex):
             if owns:
                 w[last] = owns
             sums = np.bincount(tid, weights=w, minlength=len(plan.tkeys))
-            return list(zip(compress(plan.tkeys, got), sums[got].tolist()))
+            if hit is None:                       # every target is reached
+                return plan.tkeys, sums
+            return list(compress(plan.tkeys, got)), sums[got]
         if (combine is builtins.min or combine is builtins.max) and len(kinds) == 1 \
                 and kinds.pop() in _ORDERED:
             ranked = sorted(set(shares).union(owns))
@@ -160,8 +172,10 @@ class SpreadVertex(HeldVertex):
             else:
                 best = np.full(len(plan.tkeys), -1, np.intp)
                 np.maximum.at(best, tid, codes)
-            return list(zip(compress(plan.tkeys, got), map(ranked.__getitem__,
-                                                           best[got].tolist())))
+            if hit is None:
+                return plan.tkeys, list(map(ranked.__getitem__, best.tolist()))
+            return (list(compress(plan.tkeys, got)),
+                    list(map(ranked.__getitem__, best[got].tolist())))
         return None
 
     def _calls(self, fn: Callable, role: str, *args: list) -> list:
@@ -179,7 +193,7 @@ class SpreadVertex(HeldVertex):
             raise UserFunctionError(self.op, role, fn, args,
                                     f"raised {type(exc).__name__}: {exc}") from exc
 
-    def _fold(self, table: dict, records: list) -> list:
+    def _fold(self, table: dict, records: list) -> dict:
         """The general path: every held record of the key, every target, one at a time."""
         acc: dict = {}
         get = acc.get
@@ -194,7 +208,7 @@ class SpreadVertex(HeldVertex):
                 for t, v in pairs:
                     cur = get(t, _MISSING)
                     acc[t] = v if cur is _MISSING else self._call(combine, "combine", (cur, v))
-        return list(acc.items())
+        return acc
 
 
 def _single(values: list) -> bool:
@@ -222,7 +236,6 @@ def spread(stream: Stream, edges: Stream, share: Callable[[Any, Any], Any],
     stream to each target of the loop-invariant ``(key, targets)`` of ``edges`` (and
     ``own(x)`` to ``key``), folded per target by ``combine``.  ``edges`` must come from
     ``loop.enter`` in the loop where this runs (see the module documentation)."""
-    from linq.keyed import merge_stage
     import stages
     op = "spread"
     need_stream(op, stream, edges)
@@ -242,9 +255,10 @@ def spread(stream: Stream, edges: Stream, share: Callable[[Any, Any], Any],
                f"{stream.scope.path()}; enter the stream in the loop that uses it")
         raise GraphError(msg)
     diagnose = _check_pairs(op)
-    st = stages.new_stage(lambda: SpreadVertex(op, last, share, combine, own, diagnose),
-                          name=f"{op}.local")
+    workers = stream.computation.workers
+    st = stages.new_stage(lambda: SpreadVertex(op, last, share, combine, own, diagnose,
+                                               Router(workers)), name=f"{op}.local")
     st.new_input(stream, _first)
     st.new_input(edges, _first)
-    return merge_stage(st.new_output(), op, combine, "combine")
+    return merge_blocks(st.new_output(), op, combine, "combine")
 

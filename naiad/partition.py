@@ -24,8 +24,13 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-__all__ = ["key_hash", "partition", "Exchange", "Pipeline", "release_caches", "route_keys",
-           "batch_cut", "BATCH_BYTES"]
+try:
+    import numpy as np
+except ImportError:             # numpy is optional: integer keys go through the cache
+    np = None  # type: ignore[assignment]
+
+__all__ = ["key_hash", "partition", "destinations", "Exchange", "Pipeline", "release_caches",
+           "route_keys", "batch_cut", "BATCH_BYTES"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -138,6 +143,7 @@ def route_keys(workers: int) -> List[int]:
 def release_caches() -> None:
     """Forget the destination caches (called when a computation ends)."""
     _caches.clear()
+    _repeats.clear()
 
 
 # Destination caches, one per number of parts: real keys repeat (words, node ids), so the hash
@@ -169,36 +175,98 @@ def batch_cut(records: Sequence[Any]) -> int:
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:
     """Split ``records`` into ``parts`` lists by ``key_hash(key(record)) % parts``.
 
-    The split runs at C speed: the keys are mapped (``map(key, records)``), looked up in the
-    destination cache (``map(cache.get, keys)``), and each part is taken with
-    ``itertools.compress``.  When keys are missing from the cache and all are strings, their
-    CRC-32s are computed by ``map`` too; other keys not cached yet are hashed in Python once.
+    The split runs at C speed: the keys are mapped (``map(key, records)``), their destinations
+    found by :func:`destinations`, and each part is taken with ``itertools.compress``; when
+    every record goes to one part (the data of a key already on its worker), no part is split.
     """
     if not records:
         return [[] for _ in range(parts)]
-    cache = _caches.get(parts)
-    if cache is None or len(cache) > _CACHE_LIMIT:
-        cache = _caches[parts] = {}
     try:
         keys = list(map(key, records))
-        dests = list(map(cache.get, keys))
+        dests = destinations(keys, parts)
     except TypeError:
         return _partition_slowly(records, key, parts)
-    if None in dests:
-        try:                # string keys (words): the CRC-32 of each, all in C
-            dests = list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
-            cache.update(zip(keys, dests))
-        except (TypeError, UnicodeEncodeError):
-            try:
-                _fill(keys, dests, cache, parts)
-            except TypeError:
-                return _partition_slowly(records, key, parts)
     if parts == 2:
+        ones = sum(dests)
+        if ones == 0:
+            return [list(records), []]
+        if ones == len(dests):
+            return [[], list(records)]
         return [list(compress(records, map(_not, dests))), list(compress(records, dests))]
     return [list(compress(records, map(d.__eq__, dests))) for d in range(parts)]
 
 
-def _fill(keys: list, dests: list, cache: dict, parts: int) -> None:
+def destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
+    """``key_hash(k) % parts`` for every key, at C speed where the keys allow.
+
+    A list of keys equal to the last one of its length (a loop's keys, every iteration) gets
+    the destinations computed for that one.
+    Strings: the CRC-32 of each by ``map`` (faster than looking them up in a cache of
+    destinations, whose misses cost more than the hash).  Ints of 64 bits: the same finaliser
+    as :func:`key_hash`, in numpy.  Other keys: a cache of destinations by key, looked up by
+    ``map(cache.get, keys)``; keys not cached yet are hashed in Python once.  Raises TypeError
+    for an unhashable key.
+
+    >>> destinations(["naiad", 7, (1, "a")], 3) == [key_hash(k) % 3 for k in ["naiad", 7, (1, "a")]]
+    True
+    """
+    n = len(keys)
+    if n >= _REPEATS_FROM:
+        seen = _repeats.get((parts, n))
+        if seen is not None and seen[0] == keys:
+            return list(seen[1])
+        dests = _destinations(keys, parts)
+        if len(_repeats) >= _REPEATS_KEPT:
+            _repeats.clear()
+        _repeats[parts, n] = (list(keys), tuple(dests))
+        return dests
+    return _destinations(keys, parts)
+
+
+# The keys of a loop's iterated records come back every iteration in the same order (the
+# output of a keyed merge): their last destinations are kept by (parts, len(keys)) and reused
+# when the keys are equal (a list comparison, by identity first: well under the hash's cost).
+_REPEATS_FROM = 1024
+_REPEATS_KEPT = 16
+_repeats: Dict[tuple, tuple] = {}
+
+
+def _destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
+    kinds = set(map(type, keys))
+    if kinds == _STR:
+        try:
+            return list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
+        except UnicodeEncodeError:          # lone surrogates: key_hash's own encoding
+            pass
+    elif kinds == _INT and np is not None and len(keys) >= 64:
+        try:
+            x = np.fromiter(keys, np.int64, len(keys)).view(np.uint64)
+        except OverflowError:
+            pass
+        else:
+            return (_mix_array(x) % np.uint64(parts)).tolist()
+    cache = _caches.get(parts)
+    if cache is None or len(cache) > _CACHE_LIMIT:
+        cache = _caches[parts] = {}
+    dests: list = list(map(cache.get, keys))
+    if None in dests:
+        _fill(keys, dests, cache, parts)
+    return dests
+
+
+_STR = {str}
+_INT = {int}
+
+
+def _mix_array(x: Any) -> Any:
+    """:func:`_mix` of every element of a uint64 array (products wrap modulo 2**64)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _fill(keys: Sequence, dests: list, cache: dict, parts: int) -> None:
     """Destinations of the keys missing from the cache, hashed one at a time."""
     get = cache.get
     for i, d in enumerate(dests):

@@ -21,6 +21,7 @@ Every result is checked against its baseline.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 
@@ -167,6 +168,7 @@ def components_rows(name, edges):
 
 
 def main() -> None:
+    load_before = os.getloadavg()[0]
     debian, description = real_graph()
     rows = wordcount_rows()
     rows += pagerank_rows("Debian", debian)
@@ -181,7 +183,8 @@ def main() -> None:
              f"being the dict loop alone. PageRank: {ITERATIONS} iterations; components: "
              f"{CC_ROUNDS} rounds. Real graph: {description} (WordNet is not available "
              f"offline). RMAT scale {RMAT_SCALE}: {1 << RMAT_SCALE:,} nodes, "
-             f"{16 << RMAT_SCALE:,} edges.")
+             f"{16 << RMAT_SCALE:,} edges. Load average (1 min) on 2 cores: {load_before:.1f} "
+             f"before the runs, {os.getloadavg()[0]:.1f} after.")
     update_section("linq_speed", "LINQ against plain Python: word count, PageRank, components",
                    "python -m tests.benchmarks linq_speed", body)
 
