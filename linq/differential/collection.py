@@ -208,6 +208,7 @@ class Collection:
                 vj: int = j
                 triples = lambda a: [(r[ki], r[vj], d) for r, d in a.items() if d]
                 plain = lambda b: [(r[ki], r[vj], d) for r, d in b]
+        then: Callable[[list], list] = plain
         if consolidate:
             def by_pair(b: list) -> list:
                 acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
@@ -215,16 +216,15 @@ class Collection:
                     acc[kv(r)] += d
                 return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
 
-            def then(b: list) -> list:
+            def summed(b: list) -> list:
                 # Summed by record first (counted in C), then keyed: the key and value
                 # functions run once per distinct record.
                 try:
-                    summed = _sum_changes(b)
+                    sums = _sum_changes(b)
                 except TypeError:                # unhashable records: sum by (key, value)
                     return by_pair(b)
-                return triples(summed)
-        else:
-            then = plain
+                return triples(sums)
+            then = summed
         fn = _batch_fn(self._steps, then)
         role_fn = k if k is not None else v if callable(v) else None
         diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)
