@@ -8,9 +8,10 @@ update takes milliseconds where recomputing takes seconds.  The graph is Debian'
 dependencies (``apt-cache dumpavail``), or the standard library's import graph without apt.
 
 With ``--prioritized`` the loop starts with no label and node ``n``'s own label enters at
-iteration ``priority(n)``, the least labels first (the prioritized label propagation of the
-differential dataflow paper): most nodes then adopt their final label at once instead of a
-few smaller ones in turn, so the fixed point moves a fifth of the labels.
+iteration ``priority(n)``, the least labels first (as the Rust differential dataflow's
+``propagate_at`` lets labels enter by a priority): most nodes then adopt their final label at once instead of a
+few smaller ones in turn: on the Debian graph the loop changes about a quarter as many labels,
+and its join makes a fifth as many offers, on the way to the same fixed point.
 
     python -m samples.dd_components                  # Debian graph, 20 rewirings
     python -m samples.dd_components --prioritized
