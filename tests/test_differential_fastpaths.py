@@ -3,8 +3,9 @@
 * :meth:`Trace.accumulate_all` and :meth:`Trace.accumulate` with a shared ``below`` (the first
   epoch of a loop, whose times form a chain) against the plain :func:`accumulate` of a key's
   updates, over random interleavings of batches and reads.
-* The keying of a reduction's input (changes summed by record in C, then keyed) against
-  :func:`consolidate`.
+* The keying of a reduction's input (changes summed by record in C, then keyed; additions
+  only counted by record) against :func:`consolidate`, and ``operator.itemgetter`` key and
+  value functions (read inline) against the same lambdas.
 * Whole programs (reductions inside loops, connected components) with the ordered
   notification of :class:`ReduceVertex` on and off: the same changes at every epoch.
 """
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import random
+from operator import itemgetter
 from typing import List, Tuple
 
 import pytest
@@ -76,6 +78,38 @@ def test_chain_at_refuses_two_epochs_and_incomparable_times():
 def test_summed_changes_equal_consolidate(batch):
     got = {r: d for r, d in _sum_changes(batch).items() if d}
     assert got == dict(consolidate(batch))
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.lists(st.tuples(st.integers(0, 6), st.just(1)), max_size=30))
+def test_summed_additions_equal_consolidate(batch):
+    # A batch of +1 changes only: counted by record without the pairs.
+    got = {r: d for r, d in _sum_changes(batch).items() if d}
+    assert got == dict(consolidate(batch))
+
+
+records = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2)),
+                   min_size=1, max_size=12)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(records, records, st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3),
+                                            st.integers(0, 2)), max_size=4),
+       st.sampled_from([(0, 1), (2, -1), (1, None)]), st.sampled_from([1, 2]))
+def test_itemgetter_keys_give_what_the_same_lambdas_give(first, second, removed, kv, workers):
+    # operator.itemgetter key and value functions are read inline (r[i]); lambdas are called.
+    i, j = kv
+    updates = [[(r, 1) for r in second] + [(r, -1) for r in removed if r in first]]
+
+    def build(key, value, other_key):
+        def program(c):
+            mins = c.min(key=key, value=value) if value is not False else c.distinct()
+            return c.join(mins, key=key, other_key=other_key, result=lambda a, b: (a, b))
+        return program
+    ig = build(itemgetter(i), itemgetter(j) if j is not None else False, itemgetter(0))
+    lam = build(lambda r: r[i], (lambda r: r[j]) if j is not None else False, lambda r: r[0])
+    assert (run_dd(ig, first, updates, workers=workers)
+            == run_dd(lam, first, updates, workers=workers))
 
 
 def test_a_reduction_of_unhashable_records_keys_by_its_functions():

@@ -15,6 +15,7 @@ their input by key (one keying stage, then an exchange on the key) and keep it i
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from operator import itemgetter
 from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple, Union,
@@ -30,6 +31,8 @@ from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVe
 __all__ = ["Collection", "Collected"]
 
 _key = itemgetter(0)
+_diff = itemgetter(1)
+_ONLY_ONE = {1}
 Step = Tuple[str, Callable, str]          # (kind, user function, operator label)
 
 
@@ -52,9 +55,14 @@ def _batch_fn(steps: Tuple[Step, ...], then: Optional[Callable[[list], list]] = 
 
 
 def _sum_changes(batch: list) -> Dict[Any, int]:
-    """``{record: summed diff}`` of ``(record, diff)`` changes (zero sums kept).  Equal
-    ``(record, diff)`` pairs are counted by ``Counter`` in C; then the +1 counts make the
-    dictionary in one comprehension, and only the other diffs are added by a Python loop."""
+    """``{record: summed diff}`` of ``(record, diff)`` changes (zero sums kept).
+
+    A batch of +1 changes only (a first epoch's, or a join of additions) is counted by record
+    in C.  Otherwise equal ``(record, diff)`` pairs are counted by ``Counter`` in C; then the
+    +1 counts make the dictionary in one comprehension, and only the other diffs are added by
+    a Python loop."""
+    if set(map(_diff, batch)) == _ONLY_ONE:      # a pass in C, no tuple made
+        return Counter(map(_key, batch))
     pairs: Dict[Tuple[Any, int], int] = Counter(batch)
     acc = {r: n for (r, d), n in pairs.items() if d == 1}
     if len(acc) != len(pairs):
@@ -63,6 +71,14 @@ def _sum_changes(batch: list) -> Dict[Any, int]:
             if d != 1:
                 acc[r] = get(r, 0) + d * n
     return acc
+
+
+def _item_index(fn: Any) -> Optional[int]:
+    """``i`` when ``fn`` is ``operator.itemgetter(i)`` with one integer index, else None."""
+    if type(fn) is not itemgetter:
+        return None
+    m = re.fullmatch(r"operator\.itemgetter\((-?\d+)\)", repr(fn))
+    return int(m.group(1)) if m else None
 
 
 def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
@@ -179,6 +195,20 @@ class Collection:
             kv = lambda r: (k(r), vf(r))
             ones = lambda b: [(k(r), vf(r)) for r, d in b if d == 1]
             triples = lambda a: [(k(r), vf(r), d) for r, d in a.items() if d]
+        plain: Callable[[list], list] = lambda b: [kv(r) + (d,) for r, d in b]
+        i = _item_index(k)
+        j = _item_index(v) if callable(v) else None
+        if i is not None and (v is None or j is not None):
+            # operator.itemgetter key (and value): ``r[i]`` inline, no call per record.
+            ki: int = i
+            if j is None:
+                triples = lambda a: [(r[ki], r, d) for r, d in a.items() if d]
+                plain = lambda b: [(r[ki], r, d) for r, d in b]
+            else:
+                vj: int = j
+                triples = lambda a: [(r[ki], r[vj], d) for r, d in a.items() if d]
+                plain = lambda b: [(r[ki], r[vj], d) for r, d in b]
+        then: Callable[[list], list] = plain
         if consolidate:
             def by_pair(b: list) -> list:
                 acc: Counter = Counter(ones(b))          # the +1 changes, counted in C
@@ -186,17 +216,15 @@ class Collection:
                     acc[kv(r)] += d
                 return [(kk, vv, d) for (kk, vv), d in acc.items() if d]
 
-            def then(b: list) -> list:
+            def summed(b: list) -> list:
                 # Summed by record first (counted in C), then keyed: the key and value
                 # functions run once per distinct record.
                 try:
-                    summed = _sum_changes(b)
+                    sums = _sum_changes(b)
                 except TypeError:                # unhashable records: sum by (key, value)
                     return by_pair(b)
-                return triples(summed)
-        else:
-            def then(b: list) -> list:
-                return [kv(r) + (d,) for r, d in b]
+                return triples(sums)
+            then = summed
         fn = _batch_fn(self._steps, then)
         role_fn = k if k is not None else v if callable(v) else None
         diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)

@@ -10,6 +10,9 @@ final value.  The loop stops by itself when no change circulates: a fixed point.
 
 ``loop.enter(c)`` brings an outer collection in.  Its changes sit at iteration 0 and, in the
 product order, hold at every iteration: the same collection in each, shipped once per change.
+``loop.enter_at(c, at)`` brings each record in from iteration ``at(record)`` on: a loop can
+introduce its data by priority (the least labels of a label propagation first, so that fewer
+nodes adopt a label they must give up later).
 
 >>> from linq import differential as dd
 >>> from linq.differential.testing import run_dd
@@ -20,11 +23,14 @@ product order, hold at every iteration: the same collection in each, shipped onc
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 
+import stages
 from naiad.errors import GraphError
 from naiad.loops import LoopContext
-from linq.core import fn_name, need_callable
+from naiad.progress.timestamp import Timestamp
+from naiad.vertex import Vertex
+from linq.core import UserFunctionError, call, fn_name, label, need_callable
 from linq.iteration import takes_loop
 from linq.differential.collection import Collection
 
@@ -34,9 +40,10 @@ __all__ = ["Loop", "iterate"]
 class Loop:
     """The loop a body runs in: ``loop.enter(c)`` brings an outer collection in."""
 
-    def __init__(self, context: LoopContext, outer: Any):
+    def __init__(self, context: LoopContext, outer: Any, max_iterations: Optional[int] = None):
         self.context = context
         self.outer = outer
+        self.max_iterations = max_iterations
 
     @property
     def name(self) -> str:
@@ -55,6 +62,58 @@ class Loop:
             raise GraphError(msg)
         return Collection(self.context.enter(collection._stream), collection._steps)
 
+    def enter_at(self, collection: Collection, at: Callable[[Any], int]) -> Collection:
+        """``collection`` from iteration ``at(record)`` on (a record is absent before): the
+        changes of iteration 0 move to iteration ``at(record)``, where they hold onwards.
+
+        With ``iterate(..., max_iterations=n)``, a record entered at ``n`` or later is never
+        seen: the loop has no such iteration."""
+        need_callable("enter_at", "at", at, "at(record) -> iteration (int >= 0)")
+        op = label("enter_at", at)
+        entered = self.enter(collection).stream
+        limit = self.max_iterations
+        return Collection(stages.unary(entered, lambda: _EnterAt(op, at, limit), name=op))
+
+
+class _EnterAt(Vertex):
+    """Sends each change ``(record, diff)`` of loop counter ``i`` at ``max(i, at(record))``."""
+
+    def __init__(self, op: str, at: Callable[[Any], int], limit: Optional[int]):
+        super().__init__()
+        self.op = op
+        self.at = at
+        self.limit = limit          # no iteration from there (max_iterations)
+
+    def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        at = self.at
+        try:
+            its = [at(r) for r, _ in batch]
+        except Exception:
+            for r, _ in batch:
+                call(self.op, "at", at, (r,))          # raises, naming the record
+            raise
+        outer, i = time[1][:-1], time[1][-1]
+        by: Dict[int, List[Any]] = {}
+        for rd, it in zip(batch, its):
+            if type(it) is not int or it < 0:
+                raise UserFunctionError(self.op, "at", at, (rd[0],),
+                                        f"returned {it!r}", "an int >= 0 (an iteration)")
+            lst = by.get(it)
+            if lst is None:
+                lst = by[it] = []
+            lst.append(rd)
+        for it, lst in sorted(by.items()):
+            if self.limit is not None and it >= self.limit:
+                break
+            t = time if it <= i else Timestamp(time[0], outer + (it,))
+            self.send_batch_by(0, lst, t)
+
+    def checkpoint(self) -> Any:
+        return None
+
+    def restore(self, state: Any) -> None:
+        pass
+
 
 def iterate(collection: Collection, body: Callable[..., Collection],
             max_iterations: Optional[int] = None, *, name: Optional[str] = None) -> Collection:
@@ -69,7 +128,7 @@ def iterate(collection: Collection, body: Callable[..., Collection],
     entered = Collection(context.enter(stream), collection._steps)
     fb = context.feedback(max_iterations=max_iterations)
     x = Collection(entered.stream.concat(fb.stream))
-    loop = Loop(context, collection.scope)
+    loop = Loop(context, collection.scope, max_iterations)
     out = body(loop, x) if takes_loop(body) else body(x)
     if not isinstance(out, Collection):
         msg = (f"iterate: the body {fn_name(body)} must return a differential Collection "
