@@ -549,8 +549,8 @@ def damage(path: Path, how: str) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("target,how", [
-    ("proc-0/worker-0.pkl", "truncate"), ("proc-0/worker-0.pkl", "flip"),
-    ("proc-0/worker-0.pkl", "delete"), ("proc-0.json", "flip"), ("proc-0.json", "delete"),
+    ("proc-0-worker-0.pkl", "truncate"), ("proc-0-worker-0.pkl", "flip"),
+    ("proc-0-worker-0.pkl", "delete"), ("proc-0.json", "flip"), ("proc-0.json", "delete"),
     ("MANIFEST.json", "truncate"), ("MANIFEST.json", "flip"),
 ])
 def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path, target, how):
@@ -583,14 +583,14 @@ def test_every_process_rejects_a_checkpoint_that_one_process_finds_damaged(tmp_p
     want = running_totals(epochs)
     naiad.execute(resumable_program(epochs[:10], tmp_path, seen), processes=2,
                   checkpoint_dir=str(ckpt), checkpoint_every=2)
-    damage(ckpt / "ckpt-000000008" / "proc-1" / "worker-1.pkl", "flip")
+    damage(ckpt / "ckpt-000000008" / "proc-1-worker-1.pkl", "flip")
     seen.unlink()
     capfd.readouterr()
     again = naiad.execute(resumable_program(epochs, tmp_path, seen), processes=2,
                           checkpoint_dir=str(ckpt), checkpoint_every=2)
     err = capfd.readouterr().err
     warned = [line for line in err.splitlines() if "CheckpointWarning" in line]
-    assert len(warned) == 2 and all("ckpt-000000008/proc-1/worker-1.pkl" in w for w in warned)
+    assert len(warned) == 2 and all("ckpt-000000008/proc-1-worker-1.pkl" in w for w in warned)
     assert min(int(x) for x in seen.read_text().split()) == 6
     assert merge(again) == want
     assert_delivered_exactly_once(tmp_path, 2, want)

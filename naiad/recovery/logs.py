@@ -185,36 +185,42 @@ class EpochLog:
                 self._file = None
 
     def seal(self) -> None:
-        """Make what was appended durable and start a new segment at the next append."""
+        """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
+        written: everything logged before its boundary is in those).  The fsyncs run outside
+        the lock, so appends of later epochs go on meanwhile; a log never rotated has its open
+        segment fsynced and closed instead."""
         with self._lock:
-            for path in self._unsynced:
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue            # pruned meanwhile
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            self._unsynced = []
-            if self._file is not None:
+            paths, self._unsynced = self._unsynced, []
+            if not paths and self._file is not None:
+                self._file.flush()
                 os.fsync(self._file.fileno())
                 self._file.close()
                 self._file = None
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue            # pruned meanwhile
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def prune(self, below: int) -> None:
         """Delete the segments (other than the open one) whose epochs are all below ``below``."""
         with self._lock:
             index = self._load()
-            for seg, (_, high) in list(self._ranges.items()):
+            for seg, (low, high) in list(self._ranges.items()):
                 if high < below and seg != self._path:
                     try:
                         seg.unlink()
                     except OSError:
                         continue
                     del self._ranges[seg]
-                    for e in [e for e, entry in index.items() if entry[0] == seg]:
-                        del index[e]
+                    for e in range(low, high + 1):
+                        entry = index.get(e)
+                        if entry is not None and entry[0] == seg:
+                            del index[e]
 
     def close(self) -> None:
         with self._lock:
