@@ -412,8 +412,8 @@ def test_notifications_requested_for_later_epochs_survive_sigkill(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("victim", [0, 1])
 def test_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch, victim):
-    """NAIAD_FAULT kills the process after it wrote a vertex file of checkpoint 8 and before its
-    part and the manifest: the half-written checkpoint is ignored, the run resumes from 4 and
+    """NAIAD_FAULT kills the process while it writes its part of checkpoint 8 (its logs sealed,
+    its files not yet written, the manifest not committed): the half-written checkpoint is ignored, the run resumes from 4 and
     takes checkpoint 8 again."""
     monkeypatch.setenv("NAIAD_FAULT", f"checkpoint-write:8:{victim}")
     epochs = text_epochs(16, 16, SEED + 4)

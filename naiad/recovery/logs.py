@@ -61,9 +61,10 @@ class EpochLog:
     """An append-only log of ``(epoch, records)`` in segment files ``<seq>.log``.
 
     Appending costs one buffered write (no file is created per epoch, nothing is fsynced), so
-    the log survives the death of the process but not necessarily a power cut; :meth:`seal`
-    fsyncs and closes the open segment (called at every checkpoint, so that everything logged
-    before a checkpoint is on disk with it) and the next append opens a new one.  Segments are
+    the log survives the death of the process but not necessarily a power cut.  At a
+    checkpoint boundary :meth:`rotate` closes the open segment (the next append opens a new
+    one) and :meth:`seal`, when the checkpoint is written, fsyncs the segments closed so far,
+    so that everything logged before a checkpoint is on disk with it.  Segments are
     numbered in write order, and an epoch logged again later (recomputed output) replaces the
     earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
     fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
@@ -186,16 +187,21 @@ class EpochLog:
 
     def seal(self) -> None:
         """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
-        written: everything logged before its boundary is in those).  The fsyncs run outside
-        the lock, so appends of later epochs go on meanwhile; a log never rotated has its open
-        segment fsynced and closed instead."""
+        written: everything logged before its boundary is in those); when none was, the open
+        segment.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
+        (a slow disk must not make ``on_next`` wait)."""
         with self._lock:
             paths, self._unsynced = self._unsynced, []
             if not paths and self._file is not None:
                 self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
+                fd = os.dup(self._file.fileno())
+            else:
+                fd = -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         for path in paths:
             try:
                 fd = os.open(path, os.O_RDONLY)
