@@ -412,8 +412,8 @@ def test_notifications_requested_for_later_epochs_survive_sigkill(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("victim", [0, 1])
 def test_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch, victim):
-    """NAIAD_FAULT kills the process after it wrote a vertex file of checkpoint 8 and before its
-    part and the manifest: the half-written checkpoint is ignored, the run resumes from 4 and
+    """NAIAD_FAULT kills the process while it writes its part of checkpoint 8 (its logs sealed,
+    its files not yet written, the manifest not committed): the half-written checkpoint is ignored, the run resumes from 4 and
     takes checkpoint 8 again."""
     monkeypatch.setenv("NAIAD_FAULT", f"checkpoint-write:8:{victim}")
     epochs = text_epochs(16, 16, SEED + 4)
@@ -549,8 +549,8 @@ def damage(path: Path, how: str) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("target,how", [
-    ("proc-0/worker-0.pkl", "truncate"), ("proc-0/worker-0.pkl", "flip"),
-    ("proc-0/worker-0.pkl", "delete"), ("proc-0.json", "flip"), ("proc-0.json", "delete"),
+    ("proc-0-worker-0.pkl", "truncate"), ("proc-0-worker-0.pkl", "flip"),
+    ("proc-0-worker-0.pkl", "delete"), ("proc-0.json", "flip"), ("proc-0.json", "delete"),
     ("MANIFEST.json", "truncate"), ("MANIFEST.json", "flip"),
 ])
 def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path, target, how):
@@ -583,14 +583,14 @@ def test_every_process_rejects_a_checkpoint_that_one_process_finds_damaged(tmp_p
     want = running_totals(epochs)
     naiad.execute(resumable_program(epochs[:10], tmp_path, seen), processes=2,
                   checkpoint_dir=str(ckpt), checkpoint_every=2)
-    damage(ckpt / "ckpt-000000008" / "proc-1" / "worker-1.pkl", "flip")
+    damage(ckpt / "ckpt-000000008" / "proc-1-worker-1.pkl", "flip")
     seen.unlink()
     capfd.readouterr()
     again = naiad.execute(resumable_program(epochs, tmp_path, seen), processes=2,
                           checkpoint_dir=str(ckpt), checkpoint_every=2)
     err = capfd.readouterr().err
     warned = [line for line in err.splitlines() if "CheckpointWarning" in line]
-    assert len(warned) == 2 and all("ckpt-000000008/proc-1/worker-1.pkl" in w for w in warned)
+    assert len(warned) == 2 and all("ckpt-000000008/proc-1-worker-1.pkl" in w for w in warned)
     assert min(int(x) for x in seen.read_text().split()) == 6
     assert merge(again) == want
     assert_delivered_exactly_once(tmp_path, 2, want)

@@ -11,11 +11,14 @@ is read from ``/proc/self/fd``), and check the order:
 - every input-log segment written before the checkpoint is fsynced before the manifest;
 - the checkpoint directory is fsynced after the manifest's rename, and its parent after the
   checkpoint directory is created.
+
+A last test makes the disk slow while a checkpoint's logs are sealed: the inputs must go on.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import threading
 from pathlib import Path
 from typing import List, Tuple
@@ -24,6 +27,7 @@ import pytest
 
 import linq  # noqa: F401 - installs the Stream methods used below
 import naiad
+import stages
 from naiad.recovery.store import EpochLog
 from naiad.recovery.directory import directory_key
 
@@ -141,3 +145,96 @@ def logged_epochs(segment: Path, scratch: Path) -> List[int]:
     alone.mkdir()
     (alone / segment.name).write_bytes(segment.read_bytes())
     return sorted(EpochLog(alone, directory_key(segment.parents[3])).items())
+
+
+# ---- a slow disk while a checkpoint is written ----------------------------------------------------
+class SlowLogFsync:
+    """Wraps os.fsync: the first fsync of an input-log segment after ``armed`` is set waits until
+    ``released`` (at most ``bound`` seconds, then notes that it gave up): a disk that takes its
+    time while the writer thread seals the logs of a checkpoint."""
+
+    def __init__(self, monkeypatch, bound: float = 20.0):
+        self.armed, self.entered, self.released = (threading.Event(), threading.Event(),
+                                                   threading.Event())
+        self.gave_up = False
+        fsync = os.fsync
+
+        def slow(fd):
+            path = os.readlink(f"/proc/self/fd/{fd if isinstance(fd, int) else fd.fileno()}")
+            if self.armed.is_set() and "/inputs/" in path and not self.entered.is_set():
+                self.entered.set()
+                if not self.released.wait(bound):
+                    self.gave_up = True
+            fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", slow)
+
+
+class Seen(naiad.Vertex):
+    """Passes records on and notes the epochs it processes (where a run resumed)."""
+
+    def __init__(self, seen: list):
+        super().__init__()
+        self.seen = seen
+
+    def on_recv_batch(self, edge, messages, time):
+        self.seen.append(time.epoch)
+        self.send_batch_by(0, messages, time)
+
+    def checkpoint(self):
+        return None
+
+    def restore(self, state):
+        pass
+
+
+def slow_disk_program(epochs, slow, boundary, seen, stop_after=None, notes=None):
+    def run(comp):
+        inp = comp.new_input(name="numbers")
+        got = stages.unary(inp.stream, lambda: Seen(seen), name="seen").select(
+            lambda n: n + 1).collect()
+        comp.activate()
+        for e, recs in enumerate(epochs):
+            if e == stop_after:
+                raise KeyboardInterrupt("the first run stops here")
+            if slow is not None and e == boundary:
+                slow.armed.set()                 # the checkpoint at ``boundary`` is cut now
+            inp.on_next(recs)
+            if slow is not None and e == boundary:
+                assert slow.entered.wait(20), "the checkpoint's logs were never sealed"
+            if slow is not None and e == boundary + 3:
+                # Three epochs accepted while the writer thread waits for the disk.
+                manifest = Path(comp.options["checkpoint_dir"]) / f"ckpt-{boundary:09d}"
+                notes.append((slow.gave_up, (manifest / "MANIFEST.json").exists()))
+                slow.released.set()
+        inp.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}
+    return run
+
+
+@pytest.mark.timeout(120)
+def test_inputs_go_on_while_the_disk_is_slow_to_seal_a_checkpoint(tmp_path, monkeypatch):
+    """The writer thread fsyncs the logs of a checkpoint while the inputs append to them: the
+    fsync must not hold the log, or ``on_next`` would wait for the disk.  The checkpoint commits
+    once the disk is done, and a second run resumes from it and matches the oracle."""
+    rng = random.Random(20240611)
+    epochs = [[rng.randrange(1000) for _ in range(rng.randrange(1, 6))] for _ in range(16)]
+    oracle = {e: sorted(n + 1 for n in recs) for e, recs in enumerate(epochs)}
+    root = tmp_path / "ckpt"
+    slow = SlowLogFsync(monkeypatch)
+    notes: list = []
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(slow_disk_program(epochs, slow, 8, [], stop_after=12, notes=notes),
+                      checkpoint_dir=str(root), checkpoint_every=4, checkpoint_keep=10,
+                      max_restarts=0)
+    monkeypatch.undo()
+    assert notes == [(False, False)], \
+        "on_next waited for the disk (or the checkpoint committed before its logs were durable)"
+    assert sorted(int(d.name[5:]) for d in root.glob("ckpt-*")
+                  if (d / "MANIFEST.json").exists()) == [4, 8]
+    seen: list = []
+    [result] = naiad.execute(slow_disk_program(epochs, None, 8, seen), checkpoint_dir=str(root),
+                             checkpoint_every=4)
+    assert min(seen) == 8, "the second run did not resume from the checkpoint at 8"
+    assert result == oracle

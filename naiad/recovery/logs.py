@@ -61,9 +61,10 @@ class EpochLog:
     """An append-only log of ``(epoch, records)`` in segment files ``<seq>.log``.
 
     Appending costs one buffered write (no file is created per epoch, nothing is fsynced), so
-    the log survives the death of the process but not necessarily a power cut; :meth:`seal`
-    fsyncs and closes the open segment (called at every checkpoint, so that everything logged
-    before a checkpoint is on disk with it) and the next append opens a new one.  Segments are
+    the log survives the death of the process but not necessarily a power cut.  At a
+    checkpoint boundary :meth:`rotate` closes the open segment (the next append opens a new
+    one) and :meth:`seal`, when the checkpoint is written, fsyncs the segments closed so far,
+    so that everything logged before a checkpoint is on disk with it.  Segments are
     numbered in write order, and an epoch logged again later (recomputed output) replaces the
     earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
     fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
@@ -185,36 +186,47 @@ class EpochLog:
                 self._file = None
 
     def seal(self) -> None:
-        """Make what was appended durable and start a new segment at the next append."""
+        """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
+        written: everything logged before its boundary is in those); when none was, the open
+        segment.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
+        (a slow disk must not make ``on_next`` wait)."""
         with self._lock:
-            for path in self._unsynced:
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue            # pruned meanwhile
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            self._unsynced = []
-            if self._file is not None:
-                os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
+            paths, self._unsynced = self._unsynced, []
+            if not paths and self._file is not None:
+                self._file.flush()
+                fd = os.dup(self._file.fileno())
+            else:
+                fd = -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue            # pruned meanwhile
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def prune(self, below: int) -> None:
         """Delete the segments (other than the open one) whose epochs are all below ``below``."""
         with self._lock:
             index = self._load()
-            for seg, (_, high) in list(self._ranges.items()):
+            for seg, (low, high) in list(self._ranges.items()):
                 if high < below and seg != self._path:
                     try:
                         seg.unlink()
                     except OSError:
                         continue
                     del self._ranges[seg]
-                    for e in [e for e, entry in index.items() if entry[0] == seg]:
-                        del index[e]
+                    for e in range(low, high + 1):
+                        entry = index.get(e)
+                        if entry is not None and entry[0] == seg:
+                            del index[e]
 
     def close(self) -> None:
         with self._lock:

@@ -3,14 +3,16 @@
 Layout under the checkpoint directory::
 
     ckpt-000000010/                  boundary epoch 10: all epochs < 10 are in the state
-        proc-0/worker-0.pkl          pickled vertex states of one worker
+        proc-0-worker-0.pkl          pickled vertex states of one worker
         proc-0.json                  the process's part: files, sizes, sha256, notifications
         MANIFEST.json                written last, by process 0, once every part is durable
     inputs/proc-0/<input>/<seq>.log     records each input accepted, for replay (EpochLog)
     outputs/proc-0/<name>.delivered     epochs handed to a subscriber, one line per delivery
     outputs/proc-0/<name>/<seq>.log     collected records per epoch (EpochLog)
 
-Checkpoint files are written to a temporary name, fsynced and renamed.  A checkpoint whose
+Checkpoint files are written to a temporary name, fsynced and renamed (checkpoints written by
+earlier releases kept the worker files in a ``proc-0/`` directory; the part lists the files by
+their path, so those are read too).  A checkpoint whose
 manifest, part or file is missing, truncated or fails its checksum is skipped with a warning
 naming the file, in favour of the previous complete one.  The logs are appended to without
 fsync (they survive a killed process) and fsynced at every checkpoint.
@@ -35,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
 from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
-from naiad.files import open_private, write_atomic
+from naiad.files import open_private, write_atomic, write_files
 from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
@@ -163,28 +165,32 @@ class CheckpointStore:
                    open_inputs: Dict[int, int]) -> int:
         """Write this process's vertex states and part manifest; returns bytes written.
 
-        First the input logs and collected outputs appended since the last checkpoint are made
-        durable, so a committed checkpoint never depends on data that a power cut could lose."""
+        First the input logs and collected outputs appended before the boundary are made
+        durable, so a committed checkpoint never depends on data that a power cut could lose.
+        The files go into the checkpoint's directory in one :func:`write_files` (each file
+        fsynced before its rename, the directory once after them)."""
         with self._logs_lock:
             logs = list(self._logs.values())
         for log in logs:
             log.seal()
-        base = self.ckpt_dir(epoch)
+        base = str(self.ckpt_dir(epoch))
+        out: Dict[str, bytes] = {}
         files = {}
         total = 0
         for w, states in sorted(worker_states.items()):
             data = _dumps(states)
-            rel = f"proc-{self.process}/worker-{w}.pkl"
-            write_atomic(base / rel, data)
+            rel = f"proc-{self.process}-worker-{w}.pkl"
+            out[rel] = data
             files[rel] = {"sha256": _sha(data), "size": len(data)}
             total += len(data)
-            fault_point(self.root, "checkpoint-write", epoch, self.process)
         part = {"process": self.process, "epoch": epoch, "fingerprint": fingerprint,
                 "files": files,
                 "notifications": [[w, sid, t[0], list(t[1])] for w, sid, t in notifications],
                 "open_inputs": {str(k): v for k, v in open_inputs.items()}}
         data = json.dumps(part, sort_keys=True).encode()
-        write_atomic(base / f"proc-{self.process}.json", data)
+        out[f"proc-{self.process}.json"] = data     # last: it names the files before it
+        fault_point(self.root, "checkpoint-write", epoch, self.process)
+        write_files(base, out)
         return total + len(data)
 
     def commit(self, epoch: int, fingerprint: str) -> None:
@@ -198,35 +204,47 @@ class CheckpointStore:
         manifest = {"format": FORMAT, "epoch": epoch, "processes": self.processes,
                     "workers": self.workers, "fingerprint": fingerprint, "parts": parts}
         manifest["hmac"] = self._mac(manifest)
-        write_atomic(base / "MANIFEST.json", json.dumps(manifest, sort_keys=True).encode())
+        write_files(str(base), {"MANIFEST.json": json.dumps(manifest, sort_keys=True).encode()})
         self.prune()
 
     def prune(self) -> None:
         """Keep the newest ``keep`` complete checkpoints.  Older ones are renamed out of the way
-        at once (``epochs()`` no longer sees them) and deleted by a background thread, which
-        also sweeps what an earlier process left half deleted."""
-        complete = [e for e in self.epochs() if (self.ckpt_dir(e) / "MANIFEST.json").exists()]
+        at once (``epochs()`` no longer sees them) and deleted, with what an earlier process
+        left half deleted."""
+        names = os.listdir(self.root)
+        complete = self.committed(names)
         if len(complete) > self.keep:
             oldest_kept = complete[-self.keep]
-            for e in self.epochs():
+            for e in self.epochs(names):
                 if e < oldest_kept:
+                    doomed = self.root / f".pruned-{e:09d}-{os.getpid()}"
                     try:
-                        os.rename(self.ckpt_dir(e), self.root / f".pruned-{e:09d}-{os.getpid()}")
+                        os.rename(self.ckpt_dir(e), doomed)
                     except OSError:
                         shutil.rmtree(self.ckpt_dir(e), ignore_errors=True)
-        doomed = list(self.root.glob(".pruned-*"))
-        if doomed:
-            threading.Thread(target=_remove_all, args=(doomed,), name="naiad-prune",
-                             daemon=True).start()
+                    else:
+                        names.append(doomed.name)
+        doomed_all = [self.root / n for n in names if n.startswith(".pruned-")]
+        if doomed_all:
+            _remove_all(doomed_all)
 
-    def epochs(self) -> List[int]:
+    def epochs(self, names: Optional[List[str]] = None) -> List[int]:
+        """The boundaries of the checkpoint directories present (``names``: a listing of the
+        root already made), committed or not."""
         out = []
-        for d in self.root.glob("ckpt-*"):
-            try:
-                out.append(int(d.name[5:]))
-            except ValueError:
-                continue
+        for name in os.listdir(self.root) if names is None else names:
+            if name.startswith("ckpt-"):
+                try:
+                    out.append(int(name[5:]))
+                except ValueError:
+                    continue
         return sorted(out)
+
+    def committed(self, names: Optional[List[str]] = None) -> List[int]:
+        """The boundaries of the checkpoints whose manifest is written, ascending."""
+        root = str(self.root)
+        return [e for e in self.epochs(names)
+                if os.path.exists(os.path.join(root, f"ckpt-{e:09d}", "MANIFEST.json"))]
 
     # ---- finding and loading ---------------------------------------------------------------------
     def latest(self, fingerprint: str) -> Optional[Restored]:
@@ -332,15 +350,21 @@ class CheckpointStore:
         ok, records = self._log(self._input_dir(name)).read(epoch)
         return records if ok else None
 
-    def prune_inputs(self, name: str, below: int) -> None:
-        """Drop the input log below ``below``, but never below the oldest kept checkpoint that is
-        committed: a newer one may still fail to commit (process 0 dies first), and then the
-        older one is resumed from and its epochs are replayed from this log."""
-        committed = [e for e in self.epochs() if (self.ckpt_dir(e) / "MANIFEST.json").exists()]
+    def prune_inputs(self, below: int) -> None:
+        """Drop this process's input logs below ``below``, but never below the oldest kept
+        checkpoint that is committed: a newer one may still fail to commit (process 0 dies
+        first), and then the older one is resumed from and its epochs are replayed from this
+        log."""
+        committed = self.committed()
         below = min(below, committed[-self.keep] if len(committed) >= self.keep
                     else (committed[0] if committed else 0))
-        if below > 0:
-            self._log(self._input_dir(name)).prune(below)
+        if below <= 0:
+            return
+        inputs = self.root / "inputs" / f"proc-{self.process}"
+        with self._logs_lock:
+            logs = [log for d, log in self._logs.items() if d.parent == inputs]
+        for log in logs:
+            log.prune(below)
 
     # ---- outputs -------------------------------------------------------------------------------------
     def _output_dir(self) -> Path:
