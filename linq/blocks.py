@@ -32,15 +32,12 @@ from operator import itemgetter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad.graph import Stream
+from naiad.optional import numpy as _numpy   # optional: without it values travel as lists
 from naiad.partition import destinations, route_keys
 from linq.core import PerTimeVertex
 from linq.invariant import inherit
 from linq.folds import combiner, replay_pair
 
-try:
-    import numpy as np
-except ImportError:             # numpy is optional: values travel as lists
-    np = None  # type: ignore[assignment]
 
 __all__ = ["Router", "merge_blocks", "MergeBlocksVertex"]
 
@@ -68,6 +65,7 @@ class Router:
             return [(self.routes[0], keys, values)]
         parts = self._parts(keys)
         out = []
+        np = _numpy()
         is_array = np is not None and isinstance(values, np.ndarray)
         for d, (mask, index, part_keys) in enumerate(parts):
             if part_keys:
@@ -89,6 +87,7 @@ class Router:
         """Per destination: a mask over ``keys``, the same as indices (numpy) and its keys."""
         dests = destinations(keys, self.workers)
         parts = []
+        np = _numpy()
         if np is not None:
             at = np.array(dests, dtype=np.intp)
             for d in range(self.workers):
@@ -119,7 +118,7 @@ class MergeBlocksVertex(PerTimeVertex):
         super().__init__(op, list, _extend, self._done)
         self.combine, self.role = combine, role
         self.fold = combiner(combine)
-        self.sums = _Sums() if combine is operator.add and np is not None else None
+        self.sums = _Sums() if combine is operator.add else None   # float arrays only
 
     def _done(self, blocks: list) -> list:
         if len(blocks) == 1:
@@ -169,7 +168,8 @@ class _Sums:
 
     def add(self, blocks: list) -> Optional[list]:
         """The ``(key, sum)`` pairs of ``blocks``, or None when a block is not a float array."""
-        if not all(isinstance(b[2], np.ndarray) and b[2].dtype == np.float64 for b in blocks):
+        np = _numpy()
+        if np is None or not all(isinstance(b[2], np.ndarray) and b[2].dtype == np.float64 for b in blocks):
             return None
         ids = [self._ids(keys) for _, keys, _ in blocks]
         total = np.zeros(len(self.names))
@@ -194,6 +194,7 @@ class _Sums:
         fresh = [k for k in dict.fromkeys(keys) if k not in index]
         index.update(zip(fresh, range(len(names), len(names) + len(fresh))))
         names.extend(fresh)
+        np = _numpy()
         ids = np.fromiter(map(index.__getitem__, keys), np.intp, len(keys))
         if len(self.known) > 64:
             self.known.clear()
@@ -202,4 +203,5 @@ class _Sums:
 
 
 def _as_list(values: Any) -> list:
+    np = _numpy()
     return values.tolist() if np is not None and isinstance(values, np.ndarray) else values

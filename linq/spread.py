@@ -45,14 +45,11 @@ from typing import Any, Callable, Dict, Hashable, Iterable, Optional, Sequence
 
 from naiad.errors import GraphError
 from naiad.graph import Stream
+from naiad.optional import numpy as _numpy  # optional: without it every batch takes the general path
 from linq.blocks import Router, merge_blocks
 from linq.core import UserFunctionError, label, need_callable, need_stream
 from linq.invariant import HeldVertex, held
 
-try:
-    import numpy as np
-except ImportError:             # numpy is optional: every batch takes the general path
-    np = None  # type: ignore[assignment]
 
 __all__ = ["spread", "SpreadVertex"]
 
@@ -69,6 +66,7 @@ class _Plan:
     key), ``last`` (each key's last position) and ``got`` (the ids that some key reaches)."""
 
     def __init__(self, flat: Dict[Hashable, Sequence], own: bool):
+        np = _numpy()
         self.keys = list(flat)
         self.keyset = flat.keys()
         self.targets = list(flat.values())
@@ -121,7 +119,7 @@ class SpreadVertex(HeldVertex):
         entry = self._plans.get(id(table))
         if entry is None or entry[0] is not table:
             plan = None
-            if np is not None and table and all(map(_single, table.values())):
+            if _numpy() is not None and table and all(map(_single, table.values())):
                 plan = _Plan(dict(zip(table.keys(), map(_first, table.values()))),
                              self.own is not None)
             self._plans = {id(table): (table, plan)}      # one epoch at a time, typically
@@ -133,6 +131,7 @@ class SpreadVertex(HeldVertex):
     def _arrays(self, plan: _Plan, xs: dict) -> Optional[tuple]:
         """``(targets, partials)`` of the batch ``xs`` (a dict), or None for the general path;
         when every held key has its record, the targets are ``plan.tkeys`` itself."""
+        np = _numpy()
         hit = None if len(xs) == len(plan.keys) and xs.keys() == plan.keyset else \
             list(map(xs.__contains__, plan.keys))
         if hit is None:                           # every held key has its record

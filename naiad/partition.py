@@ -24,10 +24,7 @@ from operator import mod as _mod, not_ as _not
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 from zlib import crc32
 
-try:
-    import numpy as np
-except ImportError:             # numpy is optional: integer keys go through the cache
-    np = None  # type: ignore[assignment]
+from naiad.optional import numpy as _numpy
 
 __all__ = ["key_hash", "partition", "destinations", "Exchange", "Pipeline", "release_caches",
            "route_keys", "batch_cut", "BATCH_BYTES"]
@@ -238,7 +235,8 @@ def _destinations(keys: Sequence[Hashable], parts: int) -> List[int]:
             return list(map(_mod, map(crc32, map(str.encode, keys)), repeat(parts)))
         except UnicodeEncodeError:          # lone surrogates: key_hash's own encoding
             pass
-    elif kinds == _INT and np is not None and len(keys) >= 64:
+    elif kinds == _INT and len(keys) >= 64 and _numpy() is not None:
+        np = _numpy()
         try:
             x = np.fromiter(keys, np.int64, len(keys)).view(np.uint64)
         except OverflowError:
@@ -260,6 +258,7 @@ _INT = {int}
 
 def _mix_array(x: Any) -> Any:
     """:func:`_mix` of every element of a uint64 array (products wrap modulo 2**64)."""
+    np = _numpy()
     with np.errstate(over="ignore"):
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
