@@ -65,12 +65,17 @@ class Router:
             return [(self.routes[0], keys, values)]
         parts = self._parts(keys)
         out = []
-        np = _numpy()
-        is_array = np is not None and isinstance(values, np.ndarray)
-        for d, (mask, index, part_keys) in enumerate(parts):
-            if part_keys:
-                part = values[index] if is_array else list(compress(values, mask))
-                out.append((self.routes[d], part_keys, part))
+        if isinstance(values, list):
+            for d, (mask, _, part_keys) in enumerate(parts):
+                if part_keys:
+                    out.append((self.routes[d], part_keys, list(compress(values, mask))))
+            return out
+        np = _numpy()                                # an array: numpy is imported already
+        for d, part in enumerate(parts):
+            if part[2]:
+                if part[1] is None:                  # its indices, once per key list
+                    part[1] = np.flatnonzero(np.array(part[0], dtype=bool))
+                out.append((self.routes[d], part[2], values[part[1]]))
         return out
 
     def remember(self, keys: list) -> None:
@@ -84,20 +89,13 @@ class Router:
         return self._compute(keys)
 
     def _compute(self, keys: Sequence) -> list:
-        """Per destination: a mask over ``keys``, the same as indices (numpy) and its keys."""
+        """Per destination: ``[mask over keys, its indices (for arrays, made when first
+        needed), its keys]``; the masks by C-speed comparisons, without numpy."""
         dests = destinations(keys, self.workers)
         parts = []
-        np = _numpy()
-        if np is not None:
-            at = np.array(dests, dtype=np.intp)
-            for d in range(self.workers):
-                sel = at == d
-                mask = sel.tolist()
-                parts.append((mask, np.flatnonzero(sel), list(compress(keys, mask))))
-        else:
-            for d in range(self.workers):
-                mask = [x == d for x in dests]
-                parts.append((mask, None, list(compress(keys, mask))))
+        for d in range(self.workers):
+            mask = list(map(d.__eq__, dests))
+            parts.append([mask, None, list(compress(keys, mask))])
         return parts
 
 
@@ -168,6 +166,8 @@ class _Sums:
 
     def add(self, blocks: list) -> Optional[list]:
         """The ``(key, sum)`` pairs of ``blocks``, or None when a block is not a float array."""
+        if any(isinstance(b[2], list) for b in blocks):
+            return None
         np = _numpy()
         if np is None or not all(isinstance(b[2], np.ndarray) and b[2].dtype == np.float64 for b in blocks):
             return None
@@ -203,5 +203,4 @@ class _Sums:
 
 
 def _as_list(values: Any) -> list:
-    np = _numpy()
-    return values.tolist() if np is not None and isinstance(values, np.ndarray) else values
+    return values if isinstance(values, list) else values.tolist()
