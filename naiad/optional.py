@@ -12,21 +12,44 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
-__all__ = ["numpy"]
+__all__ = ["numpy", "importing"]
 
 _numpy: Any = None              # the module, False when it is missing, None before the first call
+# Worker threads meet their first numeric batch at about the same moment; two threads importing
+# numpy at once (one by numpy(), another by unpickling an array) can see its modules half
+# initialised (CPython breaks the import cycle that way), so until numpy is imported, both
+# happen under one lock.
+_lock = threading.RLock()
 
 
 def numpy() -> Any:
     """The numpy module, or None when it is not installed."""
     global _numpy
     if _numpy is None:
-        try:
-            import numpy as module
-        except ImportError:
-            _numpy = False
-        else:
-            _numpy = module
+        with _lock:
+            if _numpy is None:
+                try:
+                    import numpy as module
+                except ImportError:
+                    _numpy = False
+                else:
+                    _numpy = module
     return _numpy or None
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """Holds the import lock around work that may import numpy (unpickling a batch), until
+    numpy is imported; after that it costs nothing."""
+    if _numpy is not None:
+        yield
+        return
+    with _lock:
+        yield
+        if "numpy" in sys.modules:          # imported by that work: complete now
+            numpy()

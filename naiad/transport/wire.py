@@ -26,6 +26,7 @@ from typing import Any, List, Sequence, Tuple
 
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
+from naiad.optional import importing
 
 __all__ = ["encode", "decode", "explain_pickling", "dump_failure", "load_failure"]
 
@@ -62,7 +63,8 @@ def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
 
 def decode(payload: Any, buffers: Sequence[Any] = ()) -> Any:
     """The items :func:`encode` made ``(payload, buffers)`` of."""
-    return pickle.loads(payload, buffers=buffers)
+    with importing():                   # an array may import numpy in this worker thread
+        return pickle.loads(payload, buffers=buffers)
 
 
 def explain_pickling(graph: Any, src: int, items: list, process: int) -> None:
