@@ -342,15 +342,8 @@ class ReduceVertex(Arranged):
                 desired = {}
             olst = out_index.get(key)
             current = outp.accumulate_all(key, time) if olst else {}
-            if current == desired:
-                continue
-            for r, n in desired.items():
-                d = n - current.get(r, 0)
-                if d:
-                    added.append((key, r, d))
-            for r, n in current.items():
-                if r not in desired:
-                    added.append((key, r, -n))
+            if current != desired:
+                _changes(key, desired, current, added)
         return added
 
     def _ordered_some(self, keys: Iterable[Hashable], time: Timestamp,
@@ -370,15 +363,8 @@ class ReduceVertex(Arranged):
             else:
                 desired = {}
             current = acc_out(key, time)
-            if current == desired:
-                continue
-            for r, n in desired.items():
-                d = n - current.get(r, 0)
-                if d:
-                    added.append((key, r, d))
-            for r, n in current.items():
-                if r not in desired:
-                    added.append((key, r, -n))
+            if current != desired:
+                _changes(key, desired, current, added)
         return added
 
     def _check(self, key: Hashable, acc: Dict[Any, int], time: Timestamp) -> None:
@@ -443,3 +429,15 @@ def keyed_logic(kind: str, fn: Optional[Callable] = None, op: str = "") -> Logic
         return lambda key, acc: {(key, max(acc)): 1}
     msg = f"unknown reduction {kind!r}"
     raise ValueError(msg)
+
+
+def _changes(key: Hashable, desired: Dict[Any, int], current: Dict[Any, int],
+             added: List[Tuple[Hashable, Any, int]]) -> None:
+    """Append to ``added`` the ``(key, record, diff)`` that turn ``current`` into ``desired``."""
+    for r, n in desired.items():
+        d = n - current.get(r, 0)
+        if d:
+            added.append((key, r, d))
+    for r, n in current.items():
+        if r not in desired:
+            added.append((key, r, -n))
