@@ -45,10 +45,13 @@ def test_a_rerun_task_replaces_its_earlier_request():
     secret = random_secret()
     served = DriverRendezvous(secret, 2)
     try:
+        # Task 0 asks, then gives up (its stage failed). It waits long enough for its request
+        # to have reached the server even on a loaded machine: a request still in flight when
+        # the new ones arrive could complete the stage in their place (at 0.5 s it did once).
         stale = threading.Thread(target=lambda: pytest.raises(
-            ComputationFailed, DriverGather(served.endpoint, secret, 1, 0, 0.5), "tcp://old:1"))
+            ComputationFailed, DriverGather(served.endpoint, secret, 1, 0, 3.0), "tcp://old:1"))
         stale.start()
-        stale.join()                              # task 0 asked, then gave up (its stage failed)
+        stale.join()
         got = _ask_all(served, secret, 1, {0: "tcp://new:1", 1: "tcp://new:2"})
         assert got[0] == got[1] == ["tcp://new:1", "tcp://new:2"]
     finally:
