@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -22,6 +22,7 @@ from linq import UserFunctionError
 from linq.differential.testing import run_dd
 from samples import dd_components
 from samples.graphs import random_edges
+from tests.test_differential_property import histories
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 BOUND = 12                 # successors stop here: the loop reaches a fixed point
@@ -62,24 +63,6 @@ def _oracle(live: Counter, max_iterations: Optional[int]) -> Dict[int, int]:
         x = nxt
 
 
-@st.composite
-def histories(draw) -> List[List[Tuple[int, int]]]:
-    live: Counter = Counter()
-    out = []
-    for _ in range(draw(st.integers(1, 4))):
-        changes = []
-        for _ in range(draw(st.integers(0, 6))):
-            r = draw(st.integers(0, BOUND - 1))
-            if live[r] > 0 and draw(st.booleans()):
-                changes.append((r, -1))
-                live[r] -= 1
-            else:
-                changes.append((r, 1))
-                live[r] += 1
-        out.append(changes)
-    return out
-
-
 def _check(history, max_iterations, processes=1, workers=1):
     got = run_dd(_build(max_iterations), [r for r, _ in history[0]], history[1:],
                  processes=processes, workers=workers)
@@ -95,14 +78,14 @@ def _check(history, max_iterations, processes=1, workers=1):
 
 
 @settings(max_examples=40, **SETTINGS)
-@given(histories(), st.sampled_from([None, 1, 2, 4, 7]), st.sampled_from([1, 2]))
+@given(histories(bound=BOUND), st.sampled_from([None, 1, 2, 4, 7]), st.sampled_from([1, 2]))
 def test_enter_at_equals_the_oracle(history, max_iterations, workers):
     history[0] = [(r, 1) for r, d in history[0] if d > 0]       # epoch 0: additions only
     _check(history, max_iterations, workers=workers)
 
 
 @settings(max_examples=3, **SETTINGS)
-@given(histories())
+@given(histories(bound=BOUND))
 def test_enter_at_equals_the_oracle_over_processes(history):
     history[0] = [(r, 1) for r, d in history[0] if d > 0]
     _check(history, None, processes=2, workers=2)

@@ -167,14 +167,15 @@ def run(program: List[str], epochs_a: List[List[Tuple[int, int]]],
 
 
 @st.composite
-def histories(draw, epochs=st.integers(1, 4)):
+def histories(draw, epochs=st.integers(1, 4), bound=M):
+    """Per epoch, additions and removals of ints below ``bound`` (no count goes negative)."""
     n = draw(epochs)
     out = []
     live: Counter = Counter()
     for _ in range(n):
         changes = []
         for _ in range(draw(st.integers(0, 6))):
-            r = draw(st.integers(0, M - 1))
+            r = draw(st.integers(0, bound - 1))
             if live[r] > 0 and draw(st.booleans()):
                 changes.append((r, -1))
                 live[r] -= 1

@@ -307,9 +307,7 @@ class ReduceVertex(Arranged):
         this loop runs once per key and iteration)."""
         inp, outp = self.input, self.output
         index, cache = inp.index, inp.cache
-        out_index, out_cache = outp.index, outp.cache
-        logic = self.logic
-        check = self.nonnegative
+        out_index = outp.index
         added: List[Tuple[Hashable, Any, int]] = []
         for key in keys:
             lst = index.get(key)
@@ -334,12 +332,7 @@ class ReduceVertex(Arranged):
                 cache[key] = (time, acc, len(lst), _NONE)
             else:
                 acc = {}
-            if acc:
-                if check and min(acc.values()) < 0:
-                    self._check(key, acc, time)
-                desired = logic(key, acc)
-            else:
-                desired = {}
+            desired = self._desired(key, acc, time) if acc else {}
             olst = out_index.get(key)
             current = outp.accumulate_all(key, time) if olst else {}
             if current != desired:
@@ -351,21 +344,20 @@ class ReduceVertex(Arranged):
         """:meth:`_notify_ordered` when some input updates are after ``time``."""
         acc_some = self.input.accumulate
         acc_out = self.output.accumulate_all
-        logic = self.logic
-        check = self.nonnegative
         added: List[Tuple[Hashable, Any, int]] = []
         for key in keys:
             acc = acc_some(key, time, below)[0]
-            if acc:
-                if check and min(acc.values()) < 0:
-                    self._check(key, acc, time)
-                desired = logic(key, acc)
-            else:
-                desired = {}
+            desired = self._desired(key, acc, time) if acc else {}
             current = acc_out(key, time)
             if current != desired:
                 _changes(key, desired, current, added)
         return added
+
+    def _desired(self, key: Hashable, acc: Dict[Any, int], time: Timestamp) -> Dict[Any, int]:
+        """The logic's output for ``key`` from its accumulated input ``acc`` (not empty)."""
+        if self.nonnegative and min(acc.values()) < 0:
+            self._check(key, acc, time)
+        return self.logic(key, acc)
 
     def _check(self, key: Hashable, acc: Dict[Any, int], time: Timestamp) -> None:
         for v, n in acc.items():
