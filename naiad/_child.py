@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -63,6 +64,21 @@ def _dumps(obj) -> bytes:
         return cloudpickle.dumps(obj, protocol=5)
 
 
+HALT_WAIT = 1.0
+"""Seconds a process stopped by SIGTERM waits for a subscriber call in progress to return."""
+
+
+def _stop_on_sigterm(comp: Computation) -> None:
+    """SIGTERM (the launcher stopping the survivors of a failure) ends the process between two
+    subscriber calls, never between a call's return and its delivery mark: the epoch would be
+    handed out again after the restart.  Then it exits at once, like SIGKILL."""
+    def on_sigterm(signum, frame) -> None:
+        comp.halt_subscribers(HALT_WAIT)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def main(argv) -> int:
     workdir, index, processes, workers, fd = argv
     index, processes, workers = int(index), int(processes), int(workers)
@@ -86,6 +102,7 @@ def main(argv) -> int:
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
+        _stop_on_sigterm(comp)
         result = ("ok", run_program(program, comp), "")
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported to the parent

@@ -282,6 +282,13 @@ class Computation:
                 return w.describe_progress()
         return "nothing (all workers finished)"
 
+    def halt_subscribers(self, timeout: float) -> None:
+        """The process is being stopped (SIGTERM from the launcher): every subscriber finishes
+        the call it is in, and its delivery mark, and starts no other (each bounded by
+        ``timeout``)."""
+        for sub in self.subscriptions:
+            sub.halt(timeout)
+
     def _close(self) -> None:
         for t in self._threads:
             t.join(timeout=5.0)

@@ -41,6 +41,8 @@ class Deliverer:
         self.on_progress = on_progress
         self.done = start                    # every epoch below this was delivered
         self.failed = False
+        self._halted = False
+        self._busy = threading.Lock()        # held through one call of deliver (fn and mark)
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"naiad-{name}", daemon=True)
@@ -55,12 +57,15 @@ class Deliverer:
             if item is None:
                 return
             epoch, records = item
-            if not self.failed:
-                try:
-                    self.deliver(epoch, records)
-                except BaseException as exc:  # noqa: BLE001 - reaches the computation
-                    self.failed = True
-                    self.on_error(exc, epoch)
+            with self._busy:
+                if self._halted:
+                    return
+                if not self.failed:
+                    try:
+                        self.deliver(epoch, records)
+                    except BaseException as exc:  # noqa: BLE001 - reaches the computation
+                        self.failed = True
+                        self.on_error(exc, epoch)
             with self._cv:
                 self.done = epoch + 1
                 self._cv.notify_all()
@@ -79,6 +84,17 @@ class Deliverer:
                            f"{self.done} after {timeout:.0f} s")
                     raise NaiadError(msg)
                 self._cv.wait(min(left, 0.5))
+
+    def halt(self, timeout: float) -> bool:
+        """Start no further call; wait (at most ``timeout`` seconds) until the current one has
+        returned and its epoch is marked.  The process is about to be stopped: ending it in
+        between would hand that epoch out again after the restart.  False if the call is
+        still running."""
+        self._halted = True
+        if not self._busy.acquire(timeout=timeout):
+            return False
+        self._busy.release()
+        return True
 
     def close(self, timeout: float) -> bool:
         """Deliver what was put, then stop the thread; False if it is still running after

@@ -151,6 +151,12 @@ class Subscription:
         if self.deliverer is not None:
             self.deliverer.wait(epoch, timeout, self.comp.check_failed)
 
+    def halt(self, timeout: float) -> None:
+        """The process is being stopped: no further call of ``fn``; the current one, if any,
+        returns and is marked first (bounded by ``timeout``)."""
+        if self.deliverer is not None:
+            self.deliverer.halt(timeout)
+
     def close(self, timeout: float = 60.0) -> None:
         """The run ended: let the subscriber finish what it was handed."""
         if self.deliverer is not None:

@@ -165,6 +165,9 @@ def _on_sigterm(signum, frame) -> None:
 _GRACE = 3.0
 """Seconds the launcher waits, after a process failed, for the others to end on their own."""
 
+_STOP_WAIT = 2.0
+"""Seconds a process stopped with SIGTERM may take to end (then it is killed)."""
+
 _EXIT_WAIT = 5.0
 """Seconds a process may take to exit once it closed its link (then it is killed)."""
 
@@ -390,8 +393,19 @@ class _Supervisor:
                     ComputationFailed(f"process {i}: its result could not be read: {exc}"), "")
 
     def _kill(self, why: str) -> None:
-        for i in range(len(self.procs)):
-            self._kill_one(i, why)
+        """Stop every process still running: SIGTERM first (a process ends between two
+        subscriber calls, see naiad._child), SIGKILL for those still there after
+        :data:`_STOP_WAIT` seconds (a stopped or stuck one)."""
+        alive = [i for i, p in enumerate(self.procs) if p.poll() is None]
+        for i in alive:
+            self.stopped.setdefault(i, why)
+            self.procs[i].terminate()
+        deadline = time.monotonic() + _STOP_WAIT
+        for i in alive:
+            try:
+                self.procs[i].wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.procs[i].kill()
 
     def _kill_one(self, i: int, why: str) -> None:
         if 0 <= i < len(self.procs) and self.procs[i].poll() is None:
