@@ -214,20 +214,25 @@ class EpochLog:
                 os.close(fd)
 
     def prune(self, below: int) -> None:
-        """Delete the segments (other than the open one) whose epochs are all below ``below``."""
+        """Delete the segments (other than the open one) whose epochs are all below ``below``.
+        They leave the index under the lock and are unlinked after it (a slow disk must not
+        make ``append``, that is ``on_next``, wait)."""
+        doomed = []
         with self._lock:
             index = self._load()
             for seg, (low, high) in list(self._ranges.items()):
                 if high < below and seg != self._path:
-                    try:
-                        seg.unlink()
-                    except OSError:
-                        continue
+                    doomed.append(seg)
                     del self._ranges[seg]
                     for e in range(low, high + 1):
                         entry = index.get(e)
                         if entry is not None and entry[0] == seg:
                             del index[e]
+        for seg in doomed:
+            try:
+                seg.unlink()
+            except OSError:
+                pass          # gone already; a segment left behind is pruned by a later run
 
     def close(self) -> None:
         with self._lock:
