@@ -186,14 +186,13 @@ class EpochLog:
                 self._file = None
 
     def seal(self) -> None:
-        """Make the segments closed by :meth:`rotate` and the open one durable (called when a
-        checkpoint is written: everything logged before its boundary is in those; a collected
-        output of an epoch before an aligned cut's boundary may be appended after the rotation
-        at the boundary, so the open segment too).  The fsyncs run outside the lock, so appends
-        of later epochs go on meanwhile (a slow disk must not make ``on_next`` wait)."""
+        """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
+        written: everything logged before its boundary is in those); when none was, the open
+        segment.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
+        (a slow disk must not make ``on_next`` wait)."""
         with self._lock:
             paths, self._unsynced = self._unsynced, []
-            if self._file is not None:
+            if not paths and self._file is not None:
                 self._file.flush()
                 fd = os.dup(self._file.fileno())
             else:
