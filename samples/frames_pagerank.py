@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import naiad
 from linq import frames
 
-__all__ = ["edge_table", "pagerank", "program", "run_frames_pagerank", "power_iteration",
+__all__ = ["edge_table", "owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
            "numbered", "spark_program", "spark_pagerank", "main"]
 
 DAMPING = 0.85
@@ -66,6 +66,25 @@ def edge_table(src: np.ndarray, dst: np.ndarray, nodes: int, share: int = 0,
                      "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
 
 
+def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Computation
+                 ) -> Tuple[pa.Table, pa.Table]:
+    """This process's share of the input, read by ownership (``frames.owned``): the edges
+    ``(src, dst, w)`` whose ``src`` its workers own, with ``w = 1 / outdegree(src)`` (every
+    out-edge of an owned node is here, so the degree is counted locally), the zero-weight self
+    edges of the nodes it owns, and their initial ranks ``(node, rank)``.  The exchanges by
+    ``src`` and ``node`` inside :func:`pagerank` then keep every row in its process."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    keep = frames.owned(pa.table({"src": src}), "src", comp)
+    src, dst = src[keep], dst[keep]
+    ids = np.arange(nodes, dtype=np.int64)
+    mine = ids[frames.owned(pa.table({"node": ids}), "node", comp)]
+    degree = np.bincount(src, minlength=nodes).astype(np.float64)
+    edges = pa.table({"src": np.concatenate([src, mine]), "dst": np.concatenate([dst, mine]),
+                      "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
+    return edges, pa.table({"node": mine, "rank": np.full(len(mine), 1.0 / nodes)})
+
+
 def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
              iterations: int, damping: float = DAMPING) -> frames.FrameStream:
     """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and ``edge_table``."""
@@ -80,8 +99,9 @@ def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
 
 
 def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
-    """A program for ``naiad.execute``: each process feeds its share of the edges and every
-    ``processes``-th node.  It returns ``(timings, node ids, ranks)`` of its share, where
+    """A program for ``naiad.execute``: each process feeds the edges and nodes its own
+    workers own (:func:`owned_tables`), so that nothing but partial sums crosses processes.
+    It returns ``(timings, node ids, ranks)`` of its share, where
     ``timings`` has the seconds from the program's start to ``activate`` returning
     (``"setup"``: its edge table, the graph, the handshake between processes), from the
     inputs being fed to the ranks delivered (``"iterations"``), and from its start to ``join``
@@ -89,9 +109,7 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
     def run(comp: naiad.Computation) -> Tuple[Dict[str, float], np.ndarray, np.ndarray]:
         t0 = time.perf_counter()
         marks: Dict[str, float] = {}
-        p, n = comp.process_index, comp.processes
-        mine = edge_table(src, dst, nodes, p, n)
-        ids = np.arange(p, nodes, n, dtype=np.int64)
+        mine, start = owned_tables(src, dst, nodes, comp)
         edges_in, ranks_in = comp.new_input(name="edges"), comp.new_input(name="ranks")
         ranks = pagerank(frames.of(ranks_in.stream), frames.of(edges_in.stream), nodes,
                          iterations)
@@ -100,7 +118,7 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
         comp.activate()
         t1 = time.perf_counter()
         edges_in.on_next([mine])
-        ranks_in.on_next([pa.table({"node": ids, "rank": np.full(len(ids), 1.0 / nodes)})])
+        ranks_in.on_next([start])
         edges_in.on_completed()
         ranks_in.on_completed()
         comp.join()
