@@ -39,7 +39,7 @@ are not loop-invariant, ``spread`` is the composition above.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -283,14 +283,21 @@ class SpreadVertex(HeldJoin):
         self.routes = list(routes)
         self.plans: dict = {}
         self.early: set = set()      # epochs whose plan was made from their first edge table
+        # Results computed ahead of their notification: time -> (varying table, plan, result).
+        self.ahead: Dict[naiad.Timestamp, Tuple[pa.Table, SpreadPlan, Any]] = {}
 
     def on_recv_batch(self, edge: int, messages: list, time: naiad.Timestamp) -> None:
         super().on_recv_batch(edge, messages, time)
-        if edge != self.held_edge:
-            return
         ek = self._epoch(time)
+        if ek in self.ready:
+            return
+        if edge == self.held_edge:
+            self._early_plan(ek)
+        self._compute_ahead(ek)
+
+    def _early_plan(self, ek: tuple) -> None:
         held = self.held.get(ek)
-        if not held or ek in self.ready:
+        if not held:
             return
         if ek in self.early:
             # More edges after an early plan: the plan is remade from all of them when the
@@ -306,6 +313,20 @@ class SpreadVertex(HeldJoin):
             self.early.add(ek)
             self._index(ek)
 
+    def _compute_ahead(self, ek: tuple) -> None:
+        """With an early plan, the partial sums of a time's single varying table are computed
+        while the worker waits for the notification; the notification sends them if neither
+        more edges nor more varying tables came in the meantime (else it computes again)."""
+        plan = self.plans.get(ek) if ek in self.early else None
+        if plan is None:
+            return
+        for time, waiting in self.waiting.items():
+            if self._epoch(time) != ek or len(waiting) != 1:
+                continue
+            ahead = self.ahead.get(time)
+            if ahead is None or ahead[0] is not waiting[0] or ahead[1] is not plan:
+                self.ahead[time] = (waiting[0], plan, self._join(plan, waiting[0]))
+
     def _index(self, ek: tuple) -> Any:
         plan = self.plans.get(ek)
         if plan is None and self.held.get(ek):
@@ -318,10 +339,17 @@ class SpreadVertex(HeldJoin):
         return plan
 
     def on_notify(self, time: naiad.Timestamp) -> None:
+        ek = self._epoch(time)
+        ahead = self.ahead.pop(time, None)
+        waiting = self.waiting.get(time)
+        if (ahead is not None and waiting is not None and len(waiting) == 1
+                and waiting[0] is ahead[0] and self.plans.get(ek) is ahead[1]):
+            del self.waiting[time]
+            self._emit(ahead[2], time)
         super().on_notify(time)
         if time.counters[-1] == self.last:
-            self.plans.pop(self._epoch(time), None)
-            self.early.discard(self._epoch(time))
+            self.plans.pop(ek, None)
+            self.early.discard(ek)
 
     def _join(self, plan: Any, varying: Optional[pa.Table]) -> Any:
         if plan is None or varying is None or varying.num_rows == 0:
