@@ -10,17 +10,21 @@ but ``on``) along the edges whose ``src`` equals its ``on``, multiplied by the e
      .group_by(on, **{c: (c, "sum") for c in values})
 
 (one row per ``dst`` that some edge reached, the value columns in ``r``'s order), but the
-edges are prepared once per epoch into integer positions.  When the edge side is
-complete, :class:`SpreadPlan` indexes it by ``src`` (:class:`linq.frames.held.KeyIndex`: a
-probe by the same keys as the last, the ranks of the same nodes iteration after iteration, is
-reused after one comparison) and numbers the distinct ``dst`` keys so that those each worker
-owns are consecutive; the route of each target is hashed once.  An iteration is then a
+edges are prepared once per epoch into integer positions.  :class:`SpreadPlan` indexes the
+edges by ``src`` as soon as the epoch's first edge table arrives, while the worker waits for
+the progress that says the edges are complete (a later edge table makes it index them all
+again at the notification), and the first iteration's values are spread in that wait too.
+The plan keeps a :class:`linq.frames.held.KeyIndex` (a probe by the same keys as the last,
+the ranks of the same nodes iteration after iteration, is reused after one comparison) and
+numbers the distinct ``dst`` keys so that those each worker owns are consecutive; the route
+of each target is hashed once.  An iteration is then a
 gather of the values along the edges (``numpy.take``), a multiplication by the weights, one
 ``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums sent
 with the worker's (precomputed) key column: the partial sums of each worker travel, never the
 edges nor a per-row hash.  The receiving worker sums the partials of the time (the final step
-of ``group_by``) and hands on the same key array as long as the keys are the same, so the
-next exchange by ``on`` finds its routing already known (:class:`linq.frames.vertices.Split`).
+of ``group_by``, by a kept grouping: :class:`Sums`) and hands on the same key array as long as
+the keys are the same, so the next exchange by ``on`` finds its routing already known
+(:class:`linq.frames.vertices.Split`).
 
 The dense path takes a single integer ``on``/``src`` key and integer ``dst`` keys without nulls
 and float64 values and weights without nulls; other tables (string keys, integer values,
