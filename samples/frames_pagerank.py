@@ -8,10 +8,12 @@ passed on; ranks start at ``1 / N``), with integer node ids ``0 .. N-1``:
   (its rank is then ``(1 - d) / N`` when nothing flows in);
 * ``ranks``: a table ``(node, rank)``.
 
-One iteration is ``ranks.join(loop.enter(edges), on="node", right_on="src")``, a
-``map_batches`` that makes ``(node=dst, share=rank * w)``, ``group_by("node", sum)`` (combined
-on each worker before the exchange) and the damping.  The entered edges are split by ``src``
-and sorted once per epoch (:mod:`linq.frames.held`); only the ranks travel each iteration.
+One iteration is ``ranks.spread(loop.enter(edges), on="node", weight="w")`` (each rank sent
+along the out-edges of its node, times ``w``, and summed per target) and a ``map_batches``
+for the damping.  Each process feeds the edges whose ``src`` its own workers own and the
+ranks of its own nodes (:func:`owned_tables`, by ``frames.owned``), so no edge crosses
+processes; the edges are indexed once per epoch (:mod:`linq.frames.spread`) and only partial
+sums of the ranks travel each iteration.
 :func:`power_iteration` is the scipy.sparse oracle.
 
     python -m samples.frames_pagerank                 # the Debian package graph (or stdlib's)
@@ -38,7 +40,7 @@ import pyarrow.compute as pc
 import naiad
 from linq import frames
 
-__all__ = ["edge_table", "owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
+__all__ = ["owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
            "numbered", "spark_program", "spark_pagerank", "main"]
 
 DAMPING = 0.85
@@ -50,20 +52,6 @@ def numbered(edges: Iterable[Tuple[object, object]]) -> Tuple[List[Tuple[int, in
     labels = sorted({u for e in edges for u in e}, key=repr)
     ids = {u: i for i, u in enumerate(labels)}
     return [(ids[u], ids[v]) for u, v in edges], labels
-
-
-def edge_table(src: np.ndarray, dst: np.ndarray, nodes: int, share: int = 0,
-               shares: int = 1) -> pa.Table:
-    """``(src, dst, w)`` with ``w = 1 / outdegree(src)``, plus the zero-weight self edges: the
-    ``share``-th of ``shares`` contiguous parts of the edges and every ``shares``-th node."""
-    src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
-    degree = np.bincount(src, minlength=nodes).astype(np.float64)
-    lo, hi = share * len(src) // shares, (share + 1) * len(src) // shares
-    src, dst = src[lo:hi], dst[lo:hi]
-    mine = np.arange(share, nodes, shares, dtype=np.int64)
-    return pa.table({"src": np.concatenate([src, mine]), "dst": np.concatenate([dst, mine]),
-                     "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
 
 
 def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Computation
@@ -87,7 +75,8 @@ def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Compu
 
 def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
              iterations: int, damping: float = DAMPING) -> frames.FrameStream:
-    """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and ``edge_table``."""
+    """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and edges
+    ``(src, dst, w)`` as :func:`owned_tables` makes them."""
     base = (1.0 - damping) / nodes
 
     def damp(t: pa.Table) -> pa.Table:

@@ -14,7 +14,7 @@ what it reads, :func:`share` the rows of a table it keeps, :func:`owners` each r
 >>> w = owners(t, "node", 4)                 # the worker of each row among 4
 >>> sorted(set(w.tolist())) == [0, 1, 2, 3]
 True
->>> class Process:                           # a computation's layout: process 1 of 2, 2 workers each
+>>> class Process:                    # a computation's layout: process 1 of 2, 2 workers each
 ...     processes, process_index, workers_per_process = 2, 1, 2
 >>> share(t, "node", Process())["node"].to_pylist() == [i for i in range(10) if w[i] >= 2]
 True

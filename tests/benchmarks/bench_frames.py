@@ -253,7 +253,8 @@ def bench_wordcount(repeat: int = 3) -> None:
              "table, splits the pieces that are pure ASCII without the separators \\x1c-\\x1f "
              "with ascii_split_whitespace and the others with utf8_split_whitespace (which "
              "splits where str.isspace is true: the ASCII kernel does not split on \\x1c-\\x1f, "
-             "str.split does), and counts with group_by; its time runs from the program's start to join. "
+             "str.split does), and counts with group_by; its time runs from the program's start "
+             "to join. "
              "With 2 workers the kernels of the two worker threads run in parallel (Arrow "
              "releases the GIL). Counts equal the Counter's: "
              f"{'yes' if same else 'NO'}. Goal: at least 2x Counter.")
