@@ -8,10 +8,12 @@ passed on; ranks start at ``1 / N``), with integer node ids ``0 .. N-1``:
   (its rank is then ``(1 - d) / N`` when nothing flows in);
 * ``ranks``: a table ``(node, rank)``.
 
-One iteration is ``ranks.join(loop.enter(edges), on="node", right_on="src")``, a
-``map_batches`` that makes ``(node=dst, share=rank * w)``, ``group_by("node", sum)`` (combined
-on each worker before the exchange) and the damping.  The entered edges are split by ``src``
-and sorted once per epoch (:mod:`linq.frames.held`); only the ranks travel each iteration.
+One iteration is ``ranks.spread(loop.enter(edges), on="node", weight="w")`` (each rank sent
+along the out-edges of its node, times ``w``, and summed per target) and a ``map_batches``
+for the damping.  Each process feeds the edges whose ``src`` its own workers own and the
+ranks of its own nodes (:func:`owned_tables`, by ``frames.owned``), so no edge crosses
+processes; the edges are indexed once per epoch (:mod:`linq.frames.spread`) and only partial
+sums of the ranks travel each iteration.
 :func:`power_iteration` is the scipy.sparse oracle.
 
     python -m samples.frames_pagerank                 # the Debian package graph (or stdlib's)
@@ -38,7 +40,7 @@ import pyarrow.compute as pc
 import naiad
 from linq import frames
 
-__all__ = ["edge_table", "pagerank", "program", "run_frames_pagerank", "power_iteration",
+__all__ = ["owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
            "numbered", "spark_program", "spark_pagerank", "main"]
 
 DAMPING = 0.85
@@ -52,23 +54,29 @@ def numbered(edges: Iterable[Tuple[object, object]]) -> Tuple[List[Tuple[int, in
     return [(ids[u], ids[v]) for u, v in edges], labels
 
 
-def edge_table(src: np.ndarray, dst: np.ndarray, nodes: int, share: int = 0,
-               shares: int = 1) -> pa.Table:
-    """``(src, dst, w)`` with ``w = 1 / outdegree(src)``, plus the zero-weight self edges: the
-    ``share``-th of ``shares`` contiguous parts of the edges and every ``shares``-th node."""
+def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Computation
+                 ) -> Tuple[pa.Table, pa.Table]:
+    """This process's share of the input, read by ownership (``frames.owned``): the edges
+    ``(src, dst, w)`` whose ``src`` its workers own, with ``w = 1 / outdegree(src)`` (every
+    out-edge of an owned node is here, so the degree is counted locally), the zero-weight self
+    edges of the nodes it owns, and their initial ranks ``(node, rank)``.  The exchanges by
+    ``src`` and ``node`` inside :func:`pagerank` then keep every row in its process."""
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
+    keep = frames.owned(pa.table({"src": src}), "src", comp)
+    src, dst = src[keep], dst[keep]
+    ids = np.arange(nodes, dtype=np.int64)
+    mine = ids[frames.owned(pa.table({"node": ids}), "node", comp)]
     degree = np.bincount(src, minlength=nodes).astype(np.float64)
-    lo, hi = share * len(src) // shares, (share + 1) * len(src) // shares
-    src, dst = src[lo:hi], dst[lo:hi]
-    mine = np.arange(share, nodes, shares, dtype=np.int64)
-    return pa.table({"src": np.concatenate([src, mine]), "dst": np.concatenate([dst, mine]),
-                     "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
+    edges = pa.table({"src": np.concatenate([src, mine]), "dst": np.concatenate([dst, mine]),
+                      "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
+    return edges, pa.table({"node": mine, "rank": np.full(len(mine), 1.0 / nodes)})
 
 
 def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
              iterations: int, damping: float = DAMPING) -> frames.FrameStream:
-    """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and ``edge_table``."""
+    """``(node, rank)`` after ``iterations`` rounds, from ``(node, rank)`` and edges
+    ``(src, dst, w)`` as :func:`owned_tables` makes them."""
     base = (1.0 - damping) / nodes
 
     def damp(t: pa.Table) -> pa.Table:
@@ -80,8 +88,9 @@ def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
 
 
 def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
-    """A program for ``naiad.execute``: each process feeds its share of the edges and every
-    ``processes``-th node.  It returns ``(timings, node ids, ranks)`` of its share, where
+    """A program for ``naiad.execute``: each process feeds the edges and nodes its own
+    workers own (:func:`owned_tables`), so that nothing but partial sums crosses processes.
+    It returns ``(timings, node ids, ranks)`` of its share, where
     ``timings`` has the seconds from the program's start to ``activate`` returning
     (``"setup"``: its edge table, the graph, the handshake between processes), from the
     inputs being fed to the ranks delivered (``"iterations"``), and from its start to ``join``
@@ -89,9 +98,7 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
     def run(comp: naiad.Computation) -> Tuple[Dict[str, float], np.ndarray, np.ndarray]:
         t0 = time.perf_counter()
         marks: Dict[str, float] = {}
-        p, n = comp.process_index, comp.processes
-        mine = edge_table(src, dst, nodes, p, n)
-        ids = np.arange(p, nodes, n, dtype=np.int64)
+        mine, start = owned_tables(src, dst, nodes, comp)
         edges_in, ranks_in = comp.new_input(name="edges"), comp.new_input(name="ranks")
         ranks = pagerank(frames.of(ranks_in.stream), frames.of(edges_in.stream), nodes,
                          iterations)
@@ -100,7 +107,7 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
         comp.activate()
         t1 = time.perf_counter()
         edges_in.on_next([mine])
-        ranks_in.on_next([pa.table({"node": ids, "rank": np.full(len(ids), 1.0 / nodes)})])
+        ranks_in.on_next([start])
         edges_in.on_completed()
         ranks_in.on_completed()
         comp.join()

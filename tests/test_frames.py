@@ -246,3 +246,29 @@ def test_columnar_word_count_sample_matches_counter(cluster, files, per_epoch):
                 merged[e][word] = n
     want = oracle(chosen, per_epoch)
     assert [Counter(merged.get(e, {})) for e in range(len(want))] == want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_benchmark_word_split_is_str_split(seed):
+    """The word count benchmark's split (ASCII kernel for plain ASCII pieces, Unicode kernel
+    for the others) finds the words str.split finds, on text full of every kind of space:
+    the separators \\x1c-\\x1f, which the ASCII kernel does not split on, included."""
+    from tests.benchmarks.bench_frames import split_words, text_table
+    rng = random.Random(seed)
+    kinds = [[" ", "\t", "\r"], [" ", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f"],
+             [" ", "\x85", "\xa0", "\u2003", "\u3000", "\x1f"]]
+    lines = []
+    for _ in range(120):
+        spaces = rng.choice(kinds)
+        lines.append("".join(rng.choice(spaces) if rng.random() < 0.4 else
+                             rng.choice(["a", "bc", "x1", "\x1b", "-"]) for _ in range(20)))
+        if spaces is kinds[2]:
+            lines[-1] += "é"
+    data = "\n".join(lines).encode("utf-8") + b"\n"
+    if seed == 2:
+        data += b"\xff broken\x1e\n"          # not UTF-8: the pieces are decoded with U+FFFD
+    table = text_table(data, size=64)
+    assert table.num_rows > 5 and 0 < table["plain"].to_numpy().sum() < table.num_rows
+    got = Counter(split_words(table)["word"].to_pylist())
+    want = Counter(data.decode("utf-8", "replace").split())
+    assert got == want

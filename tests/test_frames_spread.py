@@ -61,17 +61,25 @@ def _oracle(edges: pa.Table, start: pa.Table, iterations: int, weighted: bool) -
     return {n: tuple(v) for n, v in values.items()}
 
 
-def _run(edges: pa.Table, start: pa.Table, body, processes: int, workers: int) -> dict:
-    """``start.iterate(body(loop, values, edges))``: ``{node: (x, y)}`` over every process."""
+def _run(edges: pa.Table, start: pa.Table, body, processes: int, workers: int,
+         owned: bool = False, pieces: int = 1) -> dict:
+    """``start.iterate(body(loop, values, edges))``: ``{node: (x, y)}`` over every process.
+    Each process feeds a contiguous part of the tables, or with ``owned`` the rows its own
+    workers own (``frames.share``: no edge crosses processes), in ``pieces`` tables."""
     def program(comp):
         e_in, v_in = comp.new_input(), comp.new_input()
         es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
         got = vs.iterate(lambda loop, r: body(loop, r, es), ITERATIONS).collect()
         comp.activate()
         p, n = comp.process_index, comp.processes
-        for inp, t in ((e_in, edges), (v_in, start)):
-            lo, hi = p * t.num_rows // n, (p + 1) * t.num_rows // n
-            inp.on_next([t.slice(lo, hi - lo)])
+        for inp, t, key in ((e_in, edges, "src"), (v_in, start, "node")):
+            if owned:
+                t = frames.share(t, key, comp)
+            else:
+                lo, hi = p * t.num_rows // n, (p + 1) * t.num_rows // n
+                t = t.slice(lo, hi - lo)
+            cuts = [i * t.num_rows // pieces for i in range(pieces + 1)]
+            inp.on_next([t.slice(a, b - a) for a, b in zip(cuts, cuts[1:])])
             inp.on_completed()
         comp.join(timeout=60)
         return [t for ts in got.results.values() for t in ts]
@@ -113,6 +121,10 @@ def test_spread_matches_the_composition_and_dicts(processes, workers, seed):
     assert want
     _close(_run(edges, start, _dense, processes, workers), want)
     _close(_run(edges, start, _composed, processes, workers), want)
+    # Each process feeding what its workers own, in one table (the plan made from the first
+    # edge table is kept) or in three (it is remade when more edges come).
+    for pieces in (1, 3):
+        _close(_run(edges, start, _dense, processes, workers, owned=True, pieces=pieces), want)
 
 
 @pytest.mark.parametrize("case", ["unweighted", "strings", "wide", "ints", "int32", "uint64"])
@@ -241,3 +253,47 @@ def test_spread_errors_name_the_operator_and_columns():
     with pytest.raises(GraphError, match="enter the stream in the loop that uses it"):
         naiad.execute(other_loop)
 
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sums_dense_path_matches_arrow_group_by_whatever_the_arrival_order(seed):
+    """Sums' dense path (the kept grouping, the partial tables put in a canonical order) gives
+    Arrow's group_by sums, call after call, whatever order the partials of a time come in;
+    the key column is handed on (the same memory) while the same keys come again."""
+    from linq.frames.spread import Sums
+    rng = random.Random(seed)
+    sums = Sums("node", "spread")
+    key_types = [pa.int64(), pa.int32(), pa.int16()]
+
+    def partials(keys):
+        return [pa.table({"node": pa.array(k, key_type),
+                          "x": [rng.uniform(-1, 1) for _ in k], "y": [rng.random() for _ in k]})
+                for k in keys]
+    key_type = rng.choice(key_types)
+    keys = [sorted(rng.sample(range(-20, 200), rng.randrange(1, 60))) for _ in range(3)]
+    last_keys = None
+    for call in range(8):
+        if call == 5:                                   # other targets reached: regrouped
+            keys = [sorted(rng.sample(range(0, 90), rng.randrange(1, 40))) for _ in range(2)]
+        tables = partials(keys)
+        rng.shuffle(tables)
+        table = pa.concat_tables(tables)
+        got = sums([table])
+        want = table.group_by("node").aggregate([("x", "sum"), ("y", "sum")]).sort_by("node")
+        assert got.column_names == ["node", "x", "y"]
+        assert got["node"].type == key_type
+        assert got["node"].to_pylist() == want["node"].to_pylist()
+        for c in ("x", "y"):
+            assert np.allclose(got[c].to_numpy(), want[f"{c}_sum"].to_numpy(), rtol=0, atol=1e-12)
+        key_chunk = got["node"].chunk(0)
+        if call not in (0, 5):
+            assert key_chunk.buffers()[1].address == last_keys.buffers()[1].address
+        last_keys = key_chunk
+    # Nulls, other value types and keys too far apart take Arrow's group_by, with its result.
+    for table in (pa.table({"node": [1, None, 1], "x": [1.0, 2.0, 3.0]}),
+                  pa.table({"node": [1, 2, 1], "x": [1, 2, 3]}),
+                  pa.table({"node": [0, 10 ** 9, 0], "x": [1.0, 2.0, 3.0]})):
+        got = Sums("node", "spread")([table]).sort_by("node")
+        want = table.group_by("node").aggregate([("x", "sum")]).sort_by("node")
+        assert got["node"].to_pylist() == want["node"].to_pylist()
+        assert got["x"].to_pylist() == want["x_sum"].to_pylist()

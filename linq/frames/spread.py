@@ -10,17 +10,21 @@ but ``on``) along the edges whose ``src`` equals its ``on``, multiplied by the e
      .group_by(on, **{c: (c, "sum") for c in values})
 
 (one row per ``dst`` that some edge reached, the value columns in ``r``'s order), but the
-edges are prepared once per epoch into integer positions.  When the edge side is
-complete, :class:`SpreadPlan` indexes it by ``src`` (:class:`linq.frames.held.KeyIndex`: a
-probe by the same keys as the last, the ranks of the same nodes iteration after iteration, is
-reused after one comparison) and numbers the distinct ``dst`` keys so that those each worker
-owns are consecutive; the route of each target is hashed once.  An iteration is then a
+edges are prepared once per epoch into integer positions.  :class:`SpreadPlan` indexes the
+edges by ``src`` as soon as the epoch's first edge table arrives, while the worker waits for
+the progress that says the edges are complete (a later edge table makes it index them all
+again at the notification), and the first iteration's values are spread in that wait too.
+The plan keeps a :class:`linq.frames.held.KeyIndex` (a probe by the same keys as the last,
+the ranks of the same nodes iteration after iteration, is reused after one comparison) and
+numbers the distinct ``dst`` keys so that those each worker owns are consecutive; the route
+of each target is hashed once.  An iteration is then a
 gather of the values along the edges (``numpy.take``), a multiplication by the weights, one
 ``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums sent
 with the worker's (precomputed) key column: the partial sums of each worker travel, never the
 edges nor a per-row hash.  The receiving worker sums the partials of the time (the final step
-of ``group_by``) and hands on the same key array as long as the keys are the same, so the
-next exchange by ``on`` finds its routing already known (:class:`linq.frames.vertices.Split`).
+of ``group_by``, by a kept grouping: :class:`Sums`) and hands on the same key array as long as
+the keys are the same, so the next exchange by ``on`` finds its routing already known
+(:class:`linq.frames.vertices.Split`).
 
 The dense path takes a single integer ``on``/``src`` key and integer ``dst`` keys without nulls
 and float64 values and weights without nulls; other tables (string keys, integer values,
@@ -39,7 +43,7 @@ are not loop-invariant, ``spread`` is the composition above.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -202,19 +206,30 @@ def sum_by(table: pa.Table, on: str, values: Sequence[str], op: str) -> pa.Table
 
 class Sums:
     """The final step of ``spread`` (and of its composed form): the sums of a time's partial
-    tables per ``on`` key.  While the keys come out the same as the last time, the last key
+    tables per ``on`` key.
+
+    Integer keys without nulls and float64 values take a dense path whose grouping is kept:
+    the partial tables (one per sending worker, as chunks of the table) are put in an order
+    that does not depend on their arrival (by length and first key), and while the keys in
+    that order are the same as the last time (the same targets reached, iteration after
+    iteration) the sums are one ``numpy.bincount`` into the kept numbering and the last key
     array is handed on (the same memory), so that an exchange by ``on`` downstream reuses its
-    routing."""
+    routing.  Other tables are summed by :func:`sum_by`."""
 
     def __init__(self, on: str, op: str):
         self.on, self.op = on, op
         self._last: Optional[Tuple[np.ndarray, pa.ChunkedArray]] = None
+        # The dense grouping: (keys in canonical order, slot of each row, key column out).
+        self._grouping: Optional[Tuple[np.ndarray, np.ndarray, pa.ChunkedArray]] = None
 
     def __call__(self, tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
         table = tables[0]
         if table is None or table.num_rows == 0:
             return None
         values = [c for c in table.column_names if c != self.on]
+        dense = self._dense(table, values)
+        if dense is not None:
+            return dense
         out = sum_by(table, self.on, values, self.op)
         keys = out.column(0)
         if keys.num_chunks == 1 and pa.types.is_integer(keys.type) and not keys.null_count:
@@ -224,6 +239,40 @@ class Sums:
                 return pa.table([last[1]] + out.columns[1:], names=out.column_names)
             self._last = (now, keys)
         return out
+
+    def _dense(self, table: pa.Table, values: List[str]) -> Optional[pa.Table]:
+        keys = table.column(self.on)
+        columns = [table.column(c) for c in values]
+        if (not pa.types.is_integer(keys.type) or keys.type == pa.uint64() or keys.null_count
+                or any(c.type != pa.float64() or c.null_count for c in columns)):
+            return None
+        lengths = [len(chunk) for chunk in keys.chunks]
+        if any([len(chunk) for chunk in c.chunks] != lengths for c in columns):
+            return None
+        order = sorted((n, chunk[0].as_py(), i) for i, (n, chunk) in
+                       enumerate(zip(lengths, keys.chunks)) if n)
+        picked = [i for _, _, i in order]
+
+        def numbers(column: pa.ChunkedArray) -> np.ndarray:
+            parts = [column.chunk(i).to_numpy() for i in picked]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        k = numbers(keys).astype(np.int64, copy=False)
+        grouping = self._grouping
+        if grouping is None or not np.array_equal(grouping[0], k):
+            lo, hi = int(k.min()), int(k.max())
+            width = hi - lo + 1
+            if width > _SPREAD * len(k) + 1024:
+                return None
+            rel = k - lo
+            present = np.flatnonzero(np.bincount(rel, minlength=width))
+            position = np.empty(width, np.intp)
+            position[present] = np.arange(len(present))
+            grouping = self._grouping = (
+                k, position[rel], pa.chunked_array([pa.array(present + lo, keys.type)]))
+        _, slot, out = grouping
+        n = len(out)
+        sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n)) for c in columns]
+        return pa.table([out] + sums, names=[self.on] + values)
 
 
 class SpreadVertex(HeldJoin):
@@ -237,6 +286,50 @@ class SpreadVertex(HeldJoin):
         self.on, self.src, self.dst, self.weight = on, src, dst, weight
         self.routes = list(routes)
         self.plans: dict = {}
+        self.early: set = set()      # epochs whose plan was made from their first edge table
+        # Results computed ahead of their notification: time -> (varying table, plan, result).
+        self.ahead: Dict[naiad.Timestamp, Tuple[pa.Table, SpreadPlan, Any]] = {}
+
+    def on_recv_batch(self, edge: int, messages: list, time: naiad.Timestamp) -> None:
+        super().on_recv_batch(edge, messages, time)
+        ek = self._epoch(time)
+        if ek in self.ready:
+            return
+        if edge == self.held_edge:
+            self._early_plan(ek)
+        self._compute_ahead(ek)
+
+    def _early_plan(self, ek: tuple) -> None:
+        held = self.held.get(ek)
+        if not held:
+            return
+        if ek in self.early:
+            # More edges after an early plan: the plan is remade from all of them when the
+            # edges are known to be complete (the notification).
+            self.early.discard(ek)
+            plan = self.plans.pop(ek, None)
+            if plan is not None:
+                held.insert(0, plan.table)
+        elif ek not in self.plans and len(held) == 1:
+            # The epoch's first edge table (often its only one, for a program that feeds each
+            # process the edges its workers own) is indexed at once, while the worker waits
+            # for the progress that tells it the edges are complete.
+            self.early.add(ek)
+            self._index(ek)
+
+    def _compute_ahead(self, ek: tuple) -> None:
+        """With an early plan, the partial sums of a time's single varying table are computed
+        while the worker waits for the notification; the notification sends them if neither
+        more edges nor more varying tables came in the meantime (else it computes again)."""
+        plan = self.plans.get(ek) if ek in self.early else None
+        if plan is None:
+            return
+        for time, waiting in self.waiting.items():
+            if self._epoch(time) != ek or len(waiting) != 1:
+                continue
+            ahead = self.ahead.get(time)
+            if ahead is None or ahead[0] is not waiting[0] or ahead[1] is not plan:
+                self.ahead[time] = (waiting[0], plan, self._join(plan, waiting[0]))
 
     def _index(self, ek: tuple) -> Any:
         plan = self.plans.get(ek)
@@ -250,9 +343,17 @@ class SpreadVertex(HeldJoin):
         return plan
 
     def on_notify(self, time: naiad.Timestamp) -> None:
+        ek = self._epoch(time)
+        ahead = self.ahead.pop(time, None)
+        waiting = self.waiting.get(time)
+        if (ahead is not None and waiting is not None and len(waiting) == 1
+                and waiting[0] is ahead[0] and self.plans.get(ek) is ahead[1]):
+            del self.waiting[time]
+            self._emit(ahead[2], time)
         super().on_notify(time)
         if time.counters[-1] == self.last:
-            self.plans.pop(self._epoch(time), None)
+            self.plans.pop(ek, None)
+            self.early.discard(ek)
 
     def _join(self, plan: Any, varying: Optional[pa.Table]) -> Any:
         if plan is None or varying is None or varying.num_rows == 0:

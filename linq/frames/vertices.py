@@ -61,17 +61,16 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
         return [(routes[0], table)] if table.num_rows else []
     if dest is None:
         dest = row_workers(table, keys, workers)
+    first = dest[0]
+    if (dest == first).all():        # one destination (already partitioned): no copy
+        return [(routes[int(first)], table)]
     if workers <= _FEW:
         # Few workers: the rows of each, in order, by one comparison each (faster than a sort).
         rows = [np.flatnonzero(dest == d) for d in range(workers)]
         counts = [len(r) for r in rows]
-        if max(counts) == table.num_rows:      # one destination (already partitioned): no copy
-            return [(routes[counts.index(table.num_rows)], table)]
         ordered = table.take(np.concatenate(rows))
     else:
         counts = np.bincount(dest, minlength=workers).tolist()
-        if max(counts) == table.num_rows:
-            return [(routes[counts.index(table.num_rows)], table)]
         # A stable sort of small integers is a radix sort in numpy: linear in the rows.
         ordered = table.take(np.argsort(dest, kind="stable"))
     out, start = [], 0

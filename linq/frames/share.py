@@ -1,0 +1,75 @@
+"""Which worker owns each row of a table, and the rows this process's own workers own.
+
+An exchange by key columns (``exchange``, ``group_by``, ``join``, ``spread``) sends each row
+to the worker chosen by the high bits of its route hash (:func:`linq.frames.hashing.route_hash`),
+the same in every process and run.  A program that reads its own input can read just the rows
+its own workers will own: then every exchange by those keys finds each row already in its
+process, nothing crosses to another process, and with one worker per process the table is
+passed on as it is (the split checks the rows' workers, one multiply per row, and sends the
+table uncopied when they are all the same).  :func:`owned` is the test a reader applies to
+what it reads, :func:`share` the rows of a table it keeps, :func:`owners` each row's worker.
+
+>>> import pyarrow as pa
+>>> t = pa.table({"node": list(range(10))})
+>>> w = owners(t, "node", 4)                 # the worker of each row among 4
+>>> sorted(set(w.tolist())) == [0, 1, 2, 3]
+True
+>>> class Process:                    # a computation's layout: process 1 of 2, 2 workers each
+...     processes, process_index, workers_per_process = 2, 1, 2
+>>> share(t, "node", Process())["node"].to_pylist() == [i for i in range(10) if w[i] >= 2]
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+
+from linq.frames.hashing import destinations, route_hash
+from linq.frames.vertices import require_columns
+
+__all__ = ["owners", "owned", "share"]
+
+Keys = Union[str, Sequence[str]]
+
+
+def _keys(keys: Keys) -> list:
+    return [keys] if isinstance(keys, str) else list(keys)
+
+
+def owners(table: pa.Table, keys: Keys, workers: int) -> np.ndarray:
+    """The worker (``0 .. workers-1``, over all processes) that an exchange by ``keys`` among
+    ``workers`` workers sends each row of ``table`` to."""
+    names = _keys(keys)
+    require_columns("frames.owners", table, names)
+    if workers < 1:
+        msg = f"frames.owners: workers must be at least 1; got {workers!r}"
+        raise ValueError(msg)
+    if workers == 1:
+        return np.zeros(table.num_rows, np.uint16)
+    return destinations(route_hash(table, names), workers)
+
+
+def owned(table: pa.Table, keys: Keys, comp: Any) -> np.ndarray:
+    """A boolean mask of the rows of ``table`` whose ``keys`` belong to a worker of this
+    process of ``comp`` (a :class:`naiad.Computation`: its ``processes``,
+    ``process_index`` and ``workers_per_process``)."""
+    per = comp.workers_per_process
+    if comp.processes == 1:
+        return np.ones(table.num_rows, bool)
+    worker = owners(table, keys, comp.processes * per)
+    first = comp.process_index * per
+    if per == 1:
+        return worker == first
+    return (worker >= first) & (worker < first + per)
+
+
+def share(table: pa.Table, keys: Keys, comp: Any) -> pa.Table:
+    """The rows of ``table`` that this process's workers own by ``keys`` (see :func:`owned`),
+    in their order: what this process feeds when every process reads the whole input."""
+    mask = owned(table, keys, comp)
+    if mask.all():
+        return table
+    return table.filter(pa.array(mask))

@@ -1,0 +1,93 @@
+"""``frames.owners``, ``owned`` and ``share``: the rows a process keeps are the rows that an
+exchange by the same keys delivers to its own workers, on seeded random tables, over every
+cluster configuration."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+np = pytest.importorskip("numpy")
+
+import naiad  # noqa: E402
+import stages  # noqa: E402
+from linq import frames  # noqa: E402
+from linq.frames import FrameError  # noqa: E402
+from linq.frames.vertices import split_table  # noqa: E402
+from naiad.partition import key_hash, route_keys  # noqa: E402
+
+KEYS = [["k"], ["s"], ["f"], ["k", "s"]]
+
+
+def random_table(seed: int, rows: int) -> pa.Table:
+    rng = random.Random(seed)
+    return pa.table({"row": list(range(rows)),
+                     "k": pa.array([rng.randrange(-30, 200) for _ in range(rows)], pa.int32()),
+                     "s": [f"n{rng.randrange(50)}" for _ in range(rows)],
+                     "f": [float(rng.randrange(40)) / rng.choice((1, 2)) for _ in range(rows)]})
+
+
+class _Where(naiad.Vertex):
+    """Emits ``(row, worker)`` for every row it receives."""
+
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, [(r, self.index) for t in messages
+                               for r in t["row"].to_pylist()], time)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_share_feeds_each_row_to_its_owner_and_the_exchange_keeps_it_local(cluster, seed):
+    table = random_table(seed, 300)
+
+    def program(comp):
+        inputs = [comp.new_input() for _ in KEYS]
+        outs = [stages.unary(frames.of(i.stream).exchange(keys).stream, _Where, name="where")
+                .collect() for i, keys in zip(inputs, KEYS)]
+        comp.activate()
+        fed = []
+        for inp, keys in zip(inputs, KEYS):
+            mine = frames.share(table, keys, comp)
+            fed.append(mine["row"].to_pylist())
+            inp.on_next([mine])
+            inp.on_completed()
+        comp.join(timeout=60)
+        first = comp.process_index * comp.workers_per_process
+        local = range(first, first + comp.workers_per_process)
+        return comp.process_index, local, fed, [o.results.get(0, []) for o in outs]
+
+    parts = cluster.execute(program)
+    workers = cluster.processes * cluster.workers
+    for n, keys in enumerate(KEYS):
+        want = frames.owners(table, keys, workers).tolist()
+        fed = sorted(r for part in parts for r in part[2][n])
+        assert fed == list(range(table.num_rows)), keys        # each row fed exactly once
+        for _, local, fed_lists, got_lists in parts:
+            fed_here, got = fed_lists[n], got_lists[n]
+            assert all(want[r] in local for r in fed_here), keys
+            # What this process fed reached its own workers, each row the one owners names.
+            assert sorted(got) == sorted((r, want[r]) for r in fed_here), keys
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 7])
+def test_owners_is_the_worker_an_exchange_sends_each_row_to(workers):
+    table = random_table(workers, 500)
+    routes = route_keys(workers)
+    for keys in KEYS:
+        want = frames.owners(table, keys, workers)
+        for route, part in split_table(table, keys, routes):
+            worker = key_hash(route) % workers
+            assert (want[part["row"].to_numpy()] == worker).all(), keys
+
+
+def test_owned_errors_and_single_process():
+    table = random_table(3, 20)
+
+    class One:
+        processes, process_index, workers_per_process = 1, 0, 3
+    assert frames.owned(table, "k", One()).all() and frames.share(table, "k", One()) is table
+    with pytest.raises(FrameError, match=r"frames.owners: no column 'x'.*\['row', 'k', 's', 'f'\]"):
+        frames.owners(table, "x", 2)
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        frames.owners(table, "k", 0)
