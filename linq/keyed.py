@@ -22,7 +22,7 @@ from naiad.partition import route_keys
 from linq.blocks import Router, merge_blocks
 from linq.folds import combiner, replay
 from linq.fusion import chain_of, fusable
-from linq.words import count_words, split_blocks
+from linq import words as _words
 from linq.invariant import held, held_stage
 from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
                        key_pairs, label, need_callable, need_stream, per_time_stage)
@@ -144,7 +144,7 @@ def count(stream: Stream) -> Stream:
 
     def local_batch(tally: Tally, edge: int, records: list) -> None:
         if words:
-            columns = count_words(records)
+            columns = _words.count_words(records)
             if columns is not None:
                 tally.add_columns(*columns)
                 return
@@ -216,7 +216,7 @@ def _tally_columns(workers: int) -> Callable[[Tally], list]:
 
     def blocks(tally: Tally) -> list:
         if tally.keys is not None:
-            return split_blocks(routes, tally.keys, tally.values)
+            return _words.split_blocks(routes, tally.keys, tally.values)
         return of_dict(tally.counts)
     return blocks
 

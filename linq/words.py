@@ -43,13 +43,15 @@ from naiad.partition import destinations
 
 __all__ = ["count_words", "split_blocks", "merge_blocks", "is_arrow", "ARROW", "MIN_LINES", "MIN_LINES_IMPORT", "WIDE_SPACES"]
 
-ARROW = os.environ.get("NAIAD_LINQ_ARROW", "1") != "0"
-"""Whether large batches are counted by Arrow kernels (``NAIAD_LINQ_ARROW=0`` turns it off)."""
+_MODE = os.environ.get("NAIAD_LINQ_ARROW", "1")
+ARROW = _MODE != "0"
+"""Whether large batches are counted by Arrow kernels (``NAIAD_LINQ_ARROW=0`` turns it off;
+``NAIAD_LINQ_ARROW=always`` counts batches of any size so, for tests)."""
 
-MIN_LINES = 4096
+MIN_LINES = 1 if _MODE == "always" else 4096
 """Smaller batches are counted by ``Counter``: the kernels' fixed costs would not pay."""
 
-MIN_LINES_IMPORT = 100_000
+MIN_LINES_IMPORT = 1 if _MODE == "always" else 100_000
 """Before pyarrow is imported in this process, only a batch of this many lines pays for the
 import (about 0.1 s, numpy included)."""
 
@@ -93,7 +95,10 @@ def count_words(lines: Sequence[Any], at_least: Optional[int] = None) -> Optiona
                            + len(data).to_bytes(width, sys.byteorder))
     text = pa.Array.from_buffers(pa.string() if width == 4 else pa.large_string(), 1,
                                  [None, offsets, pa.py_buffer(data)])
-    counted = call("value_counts", [call("list_flatten", [call(kernel, [text])])])
+    try:
+        counted = call("value_counts", [call("list_flatten", [call(kernel, [text])])])
+    except pa.ArrowException:                       # out of memory, say: Counter's turn
+        return None
     keys, counts = counted.field(0), counted.field(1)
     lengths = call("binary_length", [keys]).to_pylist()
     try:
