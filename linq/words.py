@@ -1,4 +1,4 @@
-"""The words of a batch of ``str`` lines counted by Arrow kernels: ``select_many(str.split).count()``.
+"""Word counts by Arrow kernels: the pre-combine of ``select_many(str.split).count()``.
 
 The local pre-combine of a fused ``select_many(str.split).count()`` is
 ``Counter(chain.from_iterable(map(str.split, batch)))`` (:mod:`linq.fusion`), which makes a
@@ -41,7 +41,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 from naiad.optional import arrow, numpy
 from naiad.partition import destinations
 
-__all__ = ["count_words", "split_blocks", "merge_blocks", "is_arrow", "ARROW", "MIN_LINES", "MIN_LINES_IMPORT", "WIDE_SPACES"]
+__all__ = ["count_words", "split_blocks", "merge_blocks", "is_arrow", "ARROW", "MIN_LINES",
+           "MIN_LINES_IMPORT", "WIDE_SPACES"]
 
 _MODE = os.environ.get("NAIAD_LINQ_ARROW", "1")
 ARROW = _MODE != "0"
@@ -66,9 +67,10 @@ _MOSTLY_WIDE = 16                   # 1 line in this many not ASCII: the whole t
 
 def count_words(lines: Sequence[Any], at_least: Optional[int] = None) -> Optional[tuple]:
     """``(words, counts)`` of ``chain.from_iterable(map(str.split, lines))`` in the order of
-    first occurrence, as Arrow arrays (strings and int64), or None when the batch is not one Arrow can count exactly (see the module
-    documentation) or is smaller than ``at_least`` lines (by default :data:`MIN_LINES`, or
-    :data:`MIN_LINES_IMPORT` while pyarrow is not imported yet)."""
+    first occurrence, as Arrow arrays (strings and int64), or None when the batch is not one
+    Arrow can count exactly (see the module documentation) or is smaller than ``at_least``
+    lines (by default :data:`MIN_LINES`, or :data:`MIN_LINES_IMPORT` while pyarrow is not
+    imported yet)."""
     if not ARROW:
         return None
     if at_least is None:
@@ -126,7 +128,7 @@ def split_blocks(routes: List[int], keys: Any, counts: Any) -> List[tuple]:
     dests = np.array(dests, dtype=np.int64)
     out = []
     for d in range(workers):
-        at = np.flatnonzero(dests == d)
+        at = np.flatnonzero(dests == d).astype(np.int64, copy=False)
         if len(at):
             take = pa.Array.from_buffers(pa.int64(), len(at), [None, pa.py_buffer(at)])
             out.append((routes[d], pa._compute.call_function("take", [keys, take]),
@@ -148,15 +150,17 @@ def merge_blocks(blocks: List[tuple]) -> list:
     if len(blocks) == 1:
         _, keys, counts = blocks[0]
         return list(zip(keys.to_pylist(), counts.to_pylist()))
+    np = numpy()
+    if np is None or len({b[1].type for b in blocks}) > 1 or any(b[2].null_count for b in blocks) \
+            or sum(_ints(np, b[2]).sum(dtype=np.float64) for b in blocks) >= 2 ** 53:
+        acc: dict = {}          # no numpy, strings and large strings, or float64 not exact
+        get = acc.get
+        for _, keys, counts in blocks:
+            for k, n in zip(keys.to_pylist(), counts.to_pylist()):
+                acc[k] = get(k, 0) + n
+        return list(acc.items())
     keys = pa.concat_arrays([b[1] for b in blocks])
     counts = pa.concat_arrays([b[2] for b in blocks])
-    np = numpy()
-    if np is None or counts.null_count or _ints(np, counts).sum(dtype=np.float64) >= 2 ** 53:
-        acc: dict = {}                              # float64 would not add these exactly
-        get = acc.get
-        for k, n in zip(keys.to_pylist(), counts.to_pylist()):
-            acc[k] = get(k, 0) + n
-        return list(acc.items())
     encoded = pa._compute.call_function("dictionary_encode", [keys])
     sums = np.bincount(_ints(np, encoded.indices), weights=_ints(np, counts),
                        minlength=len(encoded.dictionary))

@@ -167,3 +167,21 @@ def test_a_record_that_is_not_a_str_fails_as_without_arrow(monkeypatch):
     with_arrow = failure()
     monkeypatch.setattr(words, "ARROW", False)
     assert failure() == with_arrow and "select_many" in with_arrow[0]
+
+
+def test_merge_of_arrow_and_list_blocks_equals_a_dict_fold():
+    """A worker that counted with Counter (a small batch) sends lists, another Arrow arrays."""
+    import operator
+    from linq.blocks import MergeBlocksVertex
+    arrow_block = words.split_blocks([0], *words.count_words(["a b b", "c é"], at_least=0))[0]
+    list_block = (0, ["b", "z", "é"], [5, 1, 2])
+    vertex = MergeBlocksVertex("count", operator.add, "combine")
+    for blocks in ([arrow_block, list_block], [list_block, arrow_block], [arrow_block]):
+        want = Counter()
+        for _, keys, counts in blocks:
+            keys = keys if isinstance(keys, list) else keys.to_pylist()
+            counts = counts if isinstance(counts, list) else counts.to_pylist()
+            want.update(dict(zip(keys, counts)))
+        got = vertex._done(list(blocks))
+        assert dict(got) == want and len(got) == len(want)
+        assert all(type(k) is str and type(n) is int for k, n in got)
