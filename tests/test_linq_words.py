@@ -144,11 +144,16 @@ def test_fused_word_count_with_arrow_equals_counter(monkeypatch, workers):
         assert all(type(k) is str and type(n) is int for k, n in got[e])
 
 
+def _build_in_child_counting_with_arrow(comp, s):
+    from linq import words as in_child
+    assert in_child.ARROW and in_child.MIN_LINES == in_child.MIN_LINES_IMPORT == 1
+    return s.select_many(str.split).count()
+
+
 def test_fused_word_count_across_two_processes_with_arrow_equals_counter(monkeypatch):
     monkeypatch.setenv("NAIAD_LINQ_ARROW", "always")        # read by the children
     epochs = [_lines(3, 2000), _lines(4, 50)]
-    got = run(lambda comp, s: s.select_many(str.split).count(), epochs, processes=2,
-              sort=False)
+    got = run(_build_in_child_counting_with_arrow, epochs, processes=2, sort=False)
     for e, lines in enumerate(epochs):
         assert Counter(dict(got[e])) == plain(lines) and len(got[e]) == len(plain(lines))
 
