@@ -190,3 +190,21 @@ def test_merge_of_arrow_and_list_blocks_equals_a_dict_fold():
         got = vertex._done(list(blocks))
         assert dict(got) == want and len(got) == len(want)
         assert all(type(k) is str and type(n) is int for k, n in got)
+
+
+def test_a_time_of_several_batches_tallies_as_counter():
+    """Arrow columns and Counter batches of one time, in any order, add up as Counter."""
+    from linq.keyed import Tally
+    rng = random.Random(9)
+    batches = [_lines(s, rng.randint(1, 40)) for s in range(6)]
+    for order in range(4):
+        rng.shuffle(batches)
+        tally, want = Tally(), Counter()
+        for i, lines in enumerate(batches):
+            if (i + order) % 2:
+                tally.add_columns(*words.count_words(lines, at_least=0))
+            else:
+                tally.add(chain.from_iterable(map(str.split, lines)))
+            want.update(plain(lines))
+        got = tally.items()
+        assert dict(got) == want and len(got) == len(want)
