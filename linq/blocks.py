@@ -37,6 +37,7 @@ from naiad.partition import destinations, route_keys
 from linq.core import PerTimeVertex
 from linq.invariant import inherit
 from linq.folds import combiner, replay_pair
+from linq.words import is_arrow, merge_blocks as merge_arrow
 
 
 __all__ = ["Router", "merge_blocks", "MergeBlocksVertex"]
@@ -119,6 +120,10 @@ class MergeBlocksVertex(PerTimeVertex):
         self.sums = _Sums() if combine is operator.add else None   # float arrays only
 
     def _done(self, blocks: list) -> list:
+        if any(is_arrow(b[1]) for b in blocks):     # word counts (linq.words)
+            if self.combine is operator.add and all(is_arrow(b[1]) for b in blocks):
+                return merge_arrow(blocks)
+            blocks = [(r, _as_list(k), _as_list(v)) for r, k, v in blocks]
         if len(blocks) == 1:
             _, keys, values = blocks[0]
             return list(zip(keys, _as_list(values)))
@@ -203,4 +208,6 @@ class _Sums:
 
 
 def _as_list(values: Any) -> list:
-    return values if isinstance(values, list) else values.tolist()
+    if isinstance(values, list):
+        return values
+    return values.to_pylist() if is_arrow(values) else values.tolist()

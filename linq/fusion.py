@@ -7,7 +7,8 @@ first stage's input, as one chain of C iterators (``map``, ``filter``,
 ``chain.from_iterable``), so a batch crosses one vertex and one list is built, whatever the
 length of the pipeline.  The local pre-combine of ``count``, ``aggregate``, ``min`` and ``max``
 consumes such a chain directly: ``select_many(str.split).count()`` runs as
-``Counter(chain.from_iterable(map(str.split, batch)))``.  The stage left behind has no
+``Counter(chain.from_iterable(map(str.split, batch)))`` (or, for a large batch of ``str``
+lines with pyarrow installed, by Arrow kernels: :mod:`linq.words`).  The stage left behind has no
 consumer; its vertices drop what they receive without running the steps.
 
 When the fused function raises, each step runs again over the batch in turn, so that the

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import operator
 from collections import Counter, defaultdict
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 from naiad.graph import Stream
+from naiad.partition import route_keys
 from linq.blocks import Router, merge_blocks
 from linq.folds import combiner, replay
 from linq.fusion import chain_of, fusable
+from linq import words as _words
 from linq.invariant import held, held_stage
 from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
                        key_pairs, label, need_callable, need_stream, per_time_stage)
@@ -137,16 +140,85 @@ def count(stream: Stream) -> Stream:
     {0: [('a', 2), ('b', 1)], 1: [('b', 1)]}
     """
     source, batch, diagnose = _fused_input(stream, check_hashable("count"))
+    words = _splits_words(stream)
 
-    def local_batch(counts: Counter, edge: int, records: list) -> None:
-        counts.update(batch(records))
+    def local_batch(tally: Tally, edge: int, records: list) -> None:
+        if words:
+            columns = _words.count_words(records)
+            if columns is not None:
+                tally.add_columns(*columns)
+                return
+        tally.add(batch(records))
 
     workers = stream.computation.workers
     if workers == 1:                        # nothing to exchange: one stage does it all
-        return per_time_stage([(source, None)], "count", Counter, local_batch, _items, diagnose)
-    local = per_time_stage([(source, None)], "count.local", Counter, local_batch,
-                           _columns(workers), diagnose)
+        return per_time_stage([(source, None)], "count", Tally, local_batch, _tally_items,
+                              diagnose)
+    local = per_time_stage([(source, None)], "count.local", Tally, local_batch,
+                           _tally_columns(workers), diagnose)
     return merge_blocks(local, "count", operator.add, "combine")
+
+
+def _splits_words(stream: Stream) -> bool:
+    """Whether ``stream`` is a fused ``select_many(str.split)`` (:mod:`linq.words` may count
+    its batches)."""
+    up = fusable(stream)
+    return up is not None and len(up[1]) == 1 and up[1][0].kind == "select_many" \
+        and up[1][0].fn is str.split
+
+
+class Tally:
+    """The counts of one time on one worker: a ``Counter``, or the Arrow columns (distinct
+    records, their counts) of a single batch counted by :func:`linq.words.count_words`, kept
+    as they are until a second batch comes."""
+
+    __slots__ = ("counts", "keys", "values")
+
+    def __init__(self) -> None:
+        self.counts: Counter = Counter()
+        self.keys: Any = None
+        self.values: Any = None
+
+    def add(self, records: Iterable) -> None:
+        self._settle()
+        self.counts.update(records)
+
+    def add_columns(self, keys: Any, values: Any) -> None:
+        if self.keys is None and not self.counts:
+            self.keys, self.values = keys, values
+            return
+        self._settle()
+        counts = self.counts
+        keys = keys.to_pylist()
+        dict.update(counts, zip(keys, map(operator.add, map(counts.get, keys, repeat(0)),
+                                          values.to_pylist())))
+
+    def _settle(self) -> None:
+        """The columns kept so far moved into the Counter (still empty then)."""
+        if self.keys is not None:
+            dict.update(self.counts, zip(self.keys.to_pylist(), self.values.to_pylist()))
+            self.keys = self.values = None
+
+    def items(self) -> list:
+        if self.keys is not None:
+            return list(zip(self.keys.to_pylist(), self.values.to_pylist()))
+        return list(self.counts.items())
+
+
+def _tally_items(tally: Tally) -> list:
+    return tally.items()
+
+
+def _tally_columns(workers: int) -> Callable[[Tally], list]:
+    """The blocks of a time's counts for ``workers`` workers (:mod:`linq.blocks`; Arrow
+    columns stay Arrow arrays)."""
+    routes, of_dict = route_keys(workers), _columns(workers)
+
+    def blocks(tally: Tally) -> list:
+        if tally.keys is not None:
+            return _words.split_blocks(routes, tally.keys, tally.values)
+        return of_dict(tally.counts)
+    return blocks
 
 
 def _fused_input(stream: Stream, diagnose):
