@@ -156,8 +156,8 @@ class BarrierTask:
         if not options.get("listen"):
             options["listen"] = listen_host(infos[pid].address)
         if self.gather is not None:
-            options["rendezvous"] = DriverGather(self.gather, self.secret,
-                                                 ctx.stageId(), pid,
+            options["rendezvous"] = DriverGather(self.gather, self.secret, ctx.stageId(),
+                                                 ctx.taskAttemptId(), pid,
                                                  float(options.get("connect_timeout", 30.0)))
         else:
             options["rendezvous"] = _AllGather(ctx)
@@ -195,13 +195,21 @@ def _session_of(data):
     return SparkSession.getActiveSession() or SparkSession(data.context)
 
 
+def _struct_of(ddl: str):
+    """The StructType of a DDL string (one py4j call; ``createDataFrame([], ddl)`` took
+    several): a single type becomes one column ``value``, as ``createDataFrame`` makes it."""
+    from pyspark.sql.types import DataType, StructField, StructType
+    parsed = DataType.fromDDL(ddl)
+    return parsed if isinstance(parsed, StructType) else StructType([StructField("value", parsed)])
+
+
 def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
     """The frames=True stage: mapInArrow both ways, then one shuffle, materialised once on the
     executors (a local checkpoint), so later actions do not run the computation again."""
     if schema is None:
         struct = data.schema
     elif isinstance(schema, str):
-        struct = spark.createDataFrame([], schema).schema
+        struct = _struct_of(schema)
     else:
         struct = schema
     task.schema = struct
