@@ -107,3 +107,28 @@ def test_frames_errors(spark, numbers):
         naiad.spark.execute(rdd, wrong_column, frames=True)
     with pytest.raises(TypeError, match="epoch_column"):
         naiad.spark.execute(numbers, wrong_column, frames=True, epoch_column="id")
+
+
+@pytest.mark.parametrize("setting", [None, "true"])
+def test_frames_stage_is_planned_without_adaptive_execution(spark, numbers, setting):
+    """The barrier stage and its checkpoint are planned as one job (adaptive execution would
+    run the shuffle as a job of its own); the session's own setting is left as it was."""
+    from naiad.spark.barrier import _plan_without_adaptive
+    key = "spark.sql.adaptive.enabled"
+    if setting is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, setting)
+    try:
+        df = numbers.repartition(3)
+        _plan_without_adaptive(spark, df)
+        assert "AdaptiveSparkPlan" not in df._jdf.queryExecution().executedPlan().toString()
+        assert spark.conf.get(key, None) == setting
+        assert "AdaptiveSparkPlan" in numbers.repartition(3)._jdf.queryExecution() \
+            .executedPlan().toString()
+        got = naiad.spark.execute(numbers, _group_sums, processes=2, frames=True,
+                                  schema="grp string, total double, n long")
+        assert spark.conf.get(key, None) == setting
+        assert got.filter("grp like 'read%'").toPandas().n.sum() == 1000
+    finally:
+        spark.conf.unset(key)
