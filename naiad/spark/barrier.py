@@ -59,6 +59,10 @@ _NOT_HERE = {
 }
 
 
+# Arrow batches of the partition read ahead while the computation starts (frames=True).
+_AHEAD = 32
+
+
 class StageFailed(ComputationFailed):
     """The barrier stage failed; the message is the computation's error (stage, vertex, time).
 
@@ -137,8 +141,17 @@ class BarrierTask:
         Arrow batches of the result schema (``self.schema``, a Spark StructType)."""
         from pyspark.sql.pandas.types import to_arrow_schema
         target = to_arrow_schema(self.schema)
-        return iter(self._run(lambda pid: PartitionTables(batches, self.columns or [], pid),
-                              lambda result, pid: list(result_batches(result, target))))
+        tables: List[PartitionTables] = []
+
+        def read(pid: int) -> PartitionTables:
+            tables.append(PartitionTables(batches, self.columns or [], pid, ahead=_AHEAD))
+            return tables[-1]
+
+        def finish(result, pid: int) -> list:
+            for t in tables:
+                t.close()       # the input stream is at its end before the task goes on
+            return list(result_batches(result, target))
+        return iter(self._run(read, finish))
 
     def from_records(self, records):
         """``mapPartitions`` function for RDDs: records in, pickled chunks of rows out."""
