@@ -166,22 +166,3 @@ def test_partition_tables_read_ahead(read):
     with pytest.raises(OSError, match="stream from Spark broke"):
         list(failing)
     failing.close()
-
-
-def test_python_workers_are_forked_from_naiads_daemon(numbers):
-    """local_session's workers come from naiad.spark.daemon, which imported naiad, linq and
-    pyarrow before forking them (a fresh worker does not import them in its first task)."""
-    from naiad.spark.daemon import preload
-    assert preload()
-
-    def program(comp, tables):
-        list(tables)
-        comp.activate()
-        comp.join()
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-            parent = f.read().replace(b"\0", b" ").decode()
-        return pa.table({"grp": [parent], "total": [0.0], "n": [comp.process_index]})
-    got = naiad.spark.execute(numbers, program, processes=2, frames=True,
-                              schema="grp string, total double, n long").toPandas()
-    assert sorted(got.n) == [0, 1]
-    assert all("-m naiad.spark.daemon" in p for p in got.grp), list(got.grp)

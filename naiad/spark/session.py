@@ -109,8 +109,7 @@ def local_session(master: Optional[str] = None, *, processes: int = 2, app_name:
     ``local_session(**{"spark.sql.shuffle.partitions": "4"})``.  ``quiet`` sets the log level
     to ERROR and hides the console progress bar.  A local session does not attempt a failed
     stage again (``spark.stage.maxConsecutiveAttempts=1``): on one machine a failing program
-    fails the same way every time, so its error should come at once.  Its Python workers are
-    forked from :mod:`naiad.spark.daemon`, with naiad, ``linq`` and pyarrow already imported.
+    fails the same way every time, so its error should come at once.
     """
     quiet_warnings()
     if master is None:
@@ -123,9 +122,6 @@ def local_session(master: Optional[str] = None, *, processes: int = 2, app_name:
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
     if local:
         settings["spark.stage.maxConsecutiveAttempts"] = "1"
-        # Python workers forked with naiad imported (naiad.spark.daemon): a worker Spark
-        # starts after ending an idle one does not import it in its first task.
-        settings["spark.python.daemon.module"] = "naiad.spark.daemon"
     if quiet:
         settings["spark.ui.showConsoleProgress"] = "false"
         if "spark.driver.extraJavaOptions" not in conf:

@@ -3,8 +3,7 @@
 All three start from the same cached DataFrame of a Graph500 RMAT graph (scale 16: 65,536
 nodes, 1,048,576 edges, 2 partitions) on one ``local[2]`` session and run 10 iterations; each
 ends with the ranks materialised in Spark, and what it cached or checkpointed is released after
-it, with a garbage collection (untimed).  Frames runs come after two warm-up runs and around
-the baselines.
+it (untimed).  Frames runs come after two warm-up runs and around the baselines.
 
 * frames: ``samples.frames_pagerank.spark_pagerank`` (``naiad.spark.execute(..., frames=True)``,
   2 processes; the out-degrees are counted in the dataflow);
@@ -21,7 +20,6 @@ the baselines.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import statistics
@@ -79,8 +77,6 @@ def _timed(spark, run, result=None):
     for key, rdd in jsc.getPersistentRDDs().items():
         if key not in before:
             rdd.unpersist(True)
-    gc.collect()
-    spark.sparkContext._jvm.System.gc()     # the next run does not collect this one's garbage
     return took, value
 
 
@@ -142,8 +138,7 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
             f"{args.iterations} iterations, from the same cached DataFrame of 2 partitions on "
             "one local[2] session, ranks materialised in Spark (a local checkpoint for frames "
             "and the DataFrame API, a cached RDD for the RDD form) and released after each run "
-            "(untimed, with a garbage collection in the driver and the JVM), so that no run "
-            "shares the JVM's memory with an earlier one's caches or garbage. "
+            "(untimed), so that no run shares the JVM's memory with an earlier one's caches. "
             f"Frames: median of {len(times)} runs after two warm-up runs, taken before, "
             "between and after the baselines (frames, DataFrame API, frames, RDD, frames, "
             "...); the others: one run each. The RDD form ranks only the nodes that occur in "
