@@ -107,3 +107,62 @@ def test_frames_errors(spark, numbers):
         naiad.spark.execute(rdd, wrong_column, frames=True)
     with pytest.raises(TypeError, match="epoch_column"):
         naiad.spark.execute(numbers, wrong_column, frames=True, epoch_column="id")
+
+
+@pytest.mark.parametrize("setting", [None, "true"])
+def test_frames_stage_is_planned_without_adaptive_execution(spark, numbers, setting):
+    """The barrier stage and its checkpoint are planned as one job (adaptive execution would
+    run the shuffle as a job of its own); the session's own setting is left as it was."""
+    from naiad.spark.barrier import _plan_without_adaptive
+    key = "spark.sql.adaptive.enabled"
+    if setting is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, setting)
+    try:
+        df = numbers.repartition(3)
+        _plan_without_adaptive(spark, df)
+        assert "AdaptiveSparkPlan" not in df._jdf.queryExecution().executedPlan().toString()
+        assert spark.conf.get(key, None) == setting
+        assert "AdaptiveSparkPlan" in numbers.repartition(3)._jdf.queryExecution() \
+            .executedPlan().toString()
+        got = naiad.spark.execute(numbers, _group_sums, processes=2, frames=True,
+                                  schema="grp string, total double, n long")
+        assert spark.conf.get(key, None) == setting
+        assert got.filter("grp like 'read%'").toPandas().n.sum() == 1000
+    finally:
+        spark.conf.unset(key)
+
+
+@pytest.mark.parametrize("read", ["all", "some", "none"])
+def test_partition_tables_read_ahead(read):
+    """Read ahead (as execute does), the tables are the batches in order; close() leaves the
+    source at its end whatever the program read, and a source's error reaches the reader."""
+    from naiad.spark.frames import PartitionTables
+    rng = np.random.default_rng(7)
+    batches = [pa.record_batch({"x": rng.integers(0, 100, int(n))}) for n in
+               rng.integers(0, 50, 40)]
+    pulled = []
+
+    def source():
+        for b in batches:
+            pulled.append(b)
+            yield b
+    tables = PartitionTables(source(), ["x"], 0, ahead=4)
+    want = [b for b in batches if b.num_rows]
+    if read == "all":
+        got = [t for t in tables]
+        assert [t.to_batches()[0] for t in got] == want
+    elif read == "some":
+        it = iter(tables)
+        assert [next(it).to_batches()[0] for _ in range(3)] == want[:3]
+    tables.close()
+    assert len(pulled) == len(batches)
+
+    def broken():
+        yield batches[1]
+        raise OSError("the stream from Spark broke")
+    failing = PartitionTables(broken(), ["x"], 1, ahead=2)
+    with pytest.raises(OSError, match="stream from Spark broke"):
+        list(failing)
+    failing.close()

@@ -16,7 +16,9 @@ built from Arrow, without Python rows.  The schema defaults to the input DataFra
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List
+import queue
+import threading
+from typing import Any, Iterable, Iterator, List, Optional
 
 import pyarrow as pa
 
@@ -26,14 +28,52 @@ __all__ = ["PartitionTables", "result_batches"]
 
 
 class PartitionTables:
-    """The Arrow batches of this process's partition, as ``pa.Table`` s; read them once."""
+    """The Arrow batches of this process's partition, as ``pa.Table`` s; read them once.
+
+    With ``ahead`` > 0 a thread starts reading the batches at once and keeps up to ``ahead``
+    of them, so that Spark's side of the stream does not wait while the computation starts
+    (the rendezvous, the connections to the other processes); :meth:`close` waits for that
+    thread, reading and dropping what the program did not read, so that the stream is at its
+    end when the task goes on.
+    """
 
     def __init__(self, batches: Iterable[pa.RecordBatch], columns: List[str],
-                 process_index: int):
+                 process_index: int, ahead: int = 0):
         self.columns = columns
         self.process_index = process_index
         self._batches = batches
         self._used = False
+        self._queue: Optional[queue.Queue] = None
+        self._drop = threading.Event()
+        self._ended = False         # the reader's last item was taken
+        if ahead > 0:
+            self._queue = queue.Queue(ahead)
+            self._reader = threading.Thread(target=self._read, name="naiad-spark-batches",
+                                            daemon=True)
+            self._reader.start()
+
+    def _read(self) -> None:
+        assert self._queue is not None
+        try:
+            for batch in self._batches:
+                if not self._drop.is_set():
+                    self._queue.put((True, batch))
+        except BaseException as exc:  # noqa: BLE001 - raised where the batches are read
+            self._queue.put((False, exc))
+            return
+        self._queue.put((False, None))
+
+    def _read_ahead(self) -> Iterator[pa.RecordBatch]:
+        assert self._queue is not None
+        while True:
+            ok, item = self._queue.get()
+            if ok:
+                yield item
+                continue
+            self._ended = True
+            if item is not None:
+                raise item
+            return
 
     def __iter__(self) -> Iterator[pa.Table]:
         if self._used:
@@ -41,13 +81,24 @@ class PartitionTables:
                    "they stream from Spark once, so keep them (list(tables)) to read them again")
             raise NaiadError(msg)
         self._used = True
-        return (pa.Table.from_batches([b]) for b in self._batches if b.num_rows)
+        batches = self._batches if self._queue is None else self._read_ahead()
+        return (pa.Table.from_batches([b]) for b in batches if b.num_rows)
 
     def table(self) -> pa.Table:
         """All of the partition's batches as one table (no copy: one chunk per batch)."""
         tables = list(self)
         return pa.concat_tables(tables) if tables else pa.table(
             {c: pa.array([], pa.null()) for c in self.columns})
+
+    def close(self) -> None:
+        """Read and drop the batches the program did not read, and wait for the reader."""
+        if self._queue is None:
+            return
+        self._drop.set()
+        while not self._ended:
+            ok, _ = self._queue.get()
+            self._ended = not ok
+        self._reader.join()
 
     def __repr__(self) -> str:
         return f"PartitionTables(process {self.process_index}, columns={self.columns})"

@@ -7,17 +7,26 @@ second even when every task asks within a millisecond: most of a small computati
 Under a local master the driver serves the rendezvous itself instead: :class:`DriverRendezvous`
 binds a ZeroMQ ROUTER socket on loopback, CURVE-authenticated with the run's secret (a ZAP
 handler admits only the run's client key), and answers each task of a stage attempt with the
-list of all endpoints as soon as the last one has asked (tasks are told apart by stage id and
-partition; a task that asks again, as in a rerun stage, replaces its earlier request);
-:class:`DriverGather` is the picklable task side, the ``rendezvous`` option of the task's
-:class:`naiad.Computation`.  The driver serves it while ``execute`` runs the stage.
+list of all endpoints as soon as the last one has asked.  Tasks are told apart by stage id and
+partition, and ordered by their task attempt id (``TaskContext.taskAttemptId()``, unique in the
+SparkContext and increasing): every task of a rerun of a barrier stage is launched after the
+failed attempt's tasks, so its id is larger, and a request with a smaller id than one already
+seen for its partition is a failed attempt's late request, which is dropped instead of
+completing the rerun in the place of the rerun's task.  (PySpark does not give a task its
+stage attempt number, ``stageAttemptNumber()``, which would also tell apart a failed attempt's
+request that arrives before the rerun's request for the same partition; such a request can
+still fill that place, and the rerun then fails when its tasks cannot connect.)  A task that
+asks again replaces its earlier request.  :class:`DriverGather` is the picklable task side, the
+``rendezvous`` option of the task's :class:`naiad.Computation`.  The driver serves it while
+``execute`` runs the stage; :meth:`DriverRendezvous.stop` wakes its thread through a pipe, so
+it returns at once.
 Other masters keep ``allGather``: the executors may not reach the driver's host on a port of
 ours.
 
 >>> from naiad.transport.security import random_secret
 >>> secret = random_secret()
 >>> served = DriverRendezvous(secret, processes=1)
->>> DriverGather(served.endpoint, secret, stage=0, index=0, timeout=10)("tcp://127.0.0.1:5")
+>>> DriverGather(served.endpoint, secret, stage=0, task=7, index=0, timeout=10)("tcp://127.0.0.1:5")
 ['tcp://127.0.0.1:5']
 >>> served.stop()
 """
@@ -25,6 +34,7 @@ ours.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Dict, List, Tuple
 
@@ -35,9 +45,6 @@ from naiad.transport.security import CurveKeys
 from naiad.transport.zap import ZapHandler
 
 __all__ = ["DriverRendezvous", "DriverGather"]
-
-_POLL_MS = 200          # the serving thread looks at its stop flag this often
-
 
 class DriverRendezvous:
     """The driver's side: serves the endpoints of ``processes`` tasks per stage on ``host``
@@ -53,32 +60,41 @@ class DriverRendezvous:
         keys.serve(self.sock)
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.endpoint = f"tcp://{host}:{port}"
-        self._stopping = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="naiad-rendezvous",
                                         daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
-        waiting: Dict[int, Dict[int, Tuple[bytes, str]]] = {}
+        waiting: Dict[int, Dict[int, Tuple[bytes, str]]] = {}   # stage -> index -> request
+        newest: Dict[Tuple[int, int], int] = {}     # (stage, index) -> its newest task id
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
-        while not self._stopping.is_set():
-            if not poller.poll(_POLL_MS):
-                continue
+        poller.register(self._wake_r, zmq.POLLIN)
+        while True:
+            ready = dict(poller.poll())
+            if self._wake_r in ready:
+                return
             ident, body = self.sock.recv_multipart()
-            stage, index, endpoint = json.loads(body)
-            tasks = waiting.setdefault(int(stage), {})
-            tasks[int(index)] = (ident, str(endpoint))
+            stage, task, index, endpoint = json.loads(body)
+            place = (int(stage), int(index))
+            if int(task) < newest.get(place, int(task)):
+                continue                  # a failed attempt's late request
+            newest[place] = int(task)
+            tasks = waiting.setdefault(place[0], {})
+            tasks[place[1]] = (ident, str(endpoint))
             if len(tasks) == self.processes:
                 answer = json.dumps([tasks[i][1] for i in sorted(tasks)]).encode()
                 for peer, _ in tasks.values():
                     self.sock.send_multipart([peer, answer])
-                del waiting[int(stage)]
+                del waiting[place[0]]
 
     def stop(self) -> None:
-        """End the thread and release the socket and context."""
-        self._stopping.set()
+        """End the thread (woken through its pipe) and release the socket and context."""
+        os.write(self._wake_w, b"!")
         self._thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         self.sock.close(linger=0)
         self.auth.stop()
         self.ctx.term()
@@ -87,9 +103,14 @@ class DriverRendezvous:
 class DriverGather:
     """The task's side, a ``rendezvous`` callable: ``(own endpoint) -> every endpoint``."""
 
-    def __init__(self, endpoint: str, secret: str, stage: int, index: int, timeout: float):
+    def __init__(self, endpoint: str, secret: str, stage: int, task: int, index: int,
+                 timeout: float):
         self.endpoint, self.secret = endpoint, secret
-        self.stage, self.index, self.timeout = stage, index, timeout
+        self.stage, self.task, self.index, self.timeout = stage, task, index, timeout
+
+    def request(self, me: str) -> bytes:
+        """The request this task sends: its stage, task attempt id, partition and endpoint."""
+        return json.dumps([self.stage, self.task, self.index, me]).encode()
 
     def __call__(self, me: str) -> List[str]:
         ctx = zmq.Context()
@@ -98,9 +119,10 @@ class DriverGather:
         try:
             CurveKeys(self.secret).connect_as_client(sock)
             sock.connect(self.endpoint)
-            sock.send(json.dumps([self.stage, self.index, me]).encode())
+            sock.send(self.request(me))
             if not sock.poll(int(self.timeout * 1000)):
-                msg = (f"task {self.index}: the other tasks of the barrier stage did not reach "
+                msg = (f"task {self.index} (stage {self.stage}, task id {self.task}): the "
+                       f"other tasks of the barrier stage did not reach "
                        f"the driver's rendezvous ({self.endpoint}) within {self.timeout:g} s")
                 raise ComputationFailed(msg)
             return list(json.loads(sock.recv()))

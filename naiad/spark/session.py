@@ -149,6 +149,11 @@ _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 
 
+def _task_cpus(spark) -> int:
+    """``spark.task.cpus``, read with one py4j call (``getConf()`` copies the whole conf)."""
+    return int(spark.conf.get("spark.task.cpus", "1"))
+
+
 def task_slots(spark) -> Optional[int]:
     """How many tasks can run at once under a local master; ``None`` on a cluster (unknown)."""
     master = spark.sparkContext.master
@@ -156,10 +161,8 @@ def task_slots(spark) -> Optional[int]:
     if m:
         n = m.group(1)
         cores = (os.cpu_count() or 1) if n == "*" else int(n or 1)
-        per_task = int(spark.sparkContext.getConf().get("spark.task.cpus", "1"))
-        return max(1, cores // per_task)
+        return max(1, cores // _task_cpus(spark))
     m = _LOCAL_CLUSTER.match(master)
     if m:
-        per_task = int(spark.sparkContext.getConf().get("spark.task.cpus", "1"))
-        return int(m.group(1)) * (int(m.group(2)) // per_task)
+        return int(m.group(1)) * (int(m.group(2)) // _task_cpus(spark))
     return None

@@ -2,7 +2,8 @@
 
 All three start from the same cached DataFrame of a Graph500 RMAT graph (scale 16: 65,536
 nodes, 1,048,576 edges, 2 partitions) on one ``local[2]`` session and run 10 iterations; each
-ends with the ranks materialised in Spark.
+ends with the ranks materialised in Spark, and what it cached or checkpointed is released after
+it (untimed).  Frames runs come after two warm-up runs and around the baselines.
 
 * frames: ``samples.frames_pagerank.spark_pagerank`` (``naiad.spark.execute(..., frames=True)``,
   2 processes; the out-degrees are counted in the dataflow);
@@ -60,11 +61,30 @@ def _as_array(df, nodes: int) -> np.ndarray:
     return out
 
 
+_LOADS: list = []      # the load average after each timed run
+
+
+def _timed(spark, run, result=None):
+    """``(seconds of run(), result(its output))``; then what the run cached or checkpointed
+    is released, so that the next run does not share the JVM's memory with it."""
+    jsc = spark.sparkContext._jsc
+    before = set(jsc.getPersistentRDDs().keys())
+    t0 = time.perf_counter()
+    out = run()
+    took = time.perf_counter() - t0
+    _LOADS.append(os.getloadavg()[0])
+    value = result(out) if result is not None else None
+    for key, rdd in jsc.getPersistentRDDs().items():
+        if key not in before:
+            rdd.unpersist(True)
+    return took, value
+
+
 def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=int, default=16)
     parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3, help="frames runs (median; at least 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="frames runs (median; at least 3)")
     parser.add_argument("--no-report", action="store_true", help="print only")
     args = parser.parse_args([] if argv is None else argv)
 
@@ -76,31 +96,31 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="naiad-bench-frames-spark-") as tmp:
         edges_df, n_edges = _edges_frame(spark, args.scale, tmp)
-        spark_pagerank(edges_df, nodes, 1, processes=2)       # warm up the Python workers
-        times = []
 
         def frames_run():
-            t0 = time.perf_counter()
-            out = spark_pagerank(edges_df, nodes, args.iterations, processes=2)
-            times.append(time.perf_counter() - t0)
-            return out
-
+            return _timed(spark, lambda: spark_pagerank(edges_df, nodes, args.iterations,
+                                                        processes=2),
+                          lambda out: _as_array(out, nodes))
+        # Warm-up: the Python workers import naiad, and the JVM compiles the code of this
+        # stage's shape (Arrow to and from the Python workers); a baseline run is long enough
+        # to warm up inside its own run.
+        for _ in range(2):
+            frames_run()
+        times = []
+        _LOADS.clear()
         # Frames runs around each baseline (frames, DataFrame API, frames, RDD, frames, ...),
         # so that a load change during the run reaches both sides of the ratio.
-        ranks_df = frames_run()
-        t0 = time.perf_counter()
-        df_ranks = dataframe_pagerank(spark, edges_df, nodes, args.iterations)
-        df_s = time.perf_counter() - t0
-        df_got = _as_array(df_ranks, nodes)
-        frames_run()
-        t0 = time.perf_counter()
-        rdd_pagerank(edges_df, args.iterations)
-        rdd_s = time.perf_counter() - t0
+        times.append(frames_run()[0])
+        df_s, df_got = _timed(spark, lambda: dataframe_pagerank(spark, edges_df, nodes,
+                                                                args.iterations),
+                              lambda out: _as_array(out, nodes))
+        times.append(frames_run()[0])
+        rdd_s, _ = _timed(spark, lambda: rdd_pagerank(edges_df, args.iterations))
         while len(times) < max(3, args.repeat):
-            ranks_df = frames_run()
+            took, got = frames_run()
+            times.append(took)
         frames_s = statistics.median(times)
-        got = _as_array(ranks_df, nodes)
-    load.append(os.getloadavg()[0])
+    load += _LOADS + [os.getloadavg()[0]]
     err = float(np.max(np.abs(got - want)))
     err_df = float(np.max(np.abs(df_got - want)))
     rows = [
@@ -117,13 +137,15 @@ def bench_spark(argv: Optional[Sequence[str]] = None) -> None:
             f"\n\nGraph500 RMAT, scale {args.scale} ({nodes:,} nodes, {n_edges:,} edges), "
             f"{args.iterations} iterations, from the same cached DataFrame of 2 partitions on "
             "one local[2] session, ranks materialised in Spark (a local checkpoint for frames "
-            "and the DataFrame API, a cached RDD for the RDD form). Frames: median of "
-            f"{len(times)} runs after a warm-up run, taken before, between and after the "
-            "baselines (frames, DataFrame API, frames, RDD, frames); the others: one run each. The RDD form "
-            "ranks only the nodes that occur in edges (its own N), the others every id below "
-            "2**scale, as the scipy oracle does. The tasks of the frames stage meet through the "
-            "driver's rendezvous (naiad.spark.rendezvous), not allGather. Load average (1 min) "
-            "of the shared 2-core machine at the start and at the end: "
+            "and the DataFrame API, a cached RDD for the RDD form) and released after each run "
+            "(untimed), so that no run shares the JVM's memory with an earlier one's caches. "
+            f"Frames: median of {len(times)} runs after two warm-up runs, taken before, "
+            "between and after the baselines (frames, DataFrame API, frames, RDD, frames, "
+            "...); the others: one run each. The RDD form ranks only the nodes that occur in "
+            "edges (its own N), the others every id below 2**scale, as the scipy oracle does. "
+            "The tasks of the frames stage meet through the driver's rendezvous "
+            "(naiad.spark.rendezvous), not allGather. Load average (1 min) of the shared "
+            "2-core machine at the start, after each run and at the end: "
             f"{', '.join(f'{x:.1f}' for x in load)}.")
     if args.no_report:
         print(body)
