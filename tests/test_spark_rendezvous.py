@@ -43,20 +43,35 @@ def test_every_task_gets_every_endpoint_in_partition_order(processes):
         served.stop()
 
 
-def test_a_rerun_task_replaces_its_earlier_request():
+def test_a_task_that_asks_again_replaces_its_earlier_request():
+    """Task 4 (partition 0) asks, gives up and asks again with another endpoint before task 5
+    (partition 1) asks: the stage is answered with the second endpoint.  The three requests
+    travel on one connection, so they reach the server in the order sent (ZeroMQ keeps a
+    connection's order); from separate sockets, the order of arrival would be the machine's
+    choice, and under load task 5's request could arrive between the two of task 4."""
     secret = random_secret()
     served = DriverRendezvous(secret, 2)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
     try:
-        # Task 0 asks, then gives up (its stage failed). It waits long enough for its request
-        # to have reached the server even on a loaded machine: a request still in flight when
-        # the new ones arrive could complete the stage in their place (at 0.5 s it did once).
-        stale = threading.Thread(target=lambda: pytest.raises(
-            ComputationFailed, DriverGather(served.endpoint, secret, 1, 0, 0, 3.0), "tcp://old:1"))
-        stale.start()
-        stale.join()
-        got = _ask_all(served, secret, 1, {0: "tcp://new:1", 1: "tcp://new:2"})
-        assert got[0] == got[1] == ["tcp://new:1", "tcp://new:2"]
+        CurveKeys(secret).connect_as_client(sock)
+        sock.connect(served.endpoint)
+
+        def request(task, index, me):
+            return DriverGather(served.endpoint, secret, 1, task, index, 10.0).request(me)
+        for body in (request(4, 0, "tcp://old:1"), request(4, 0, "tcp://new:1"),
+                     request(5, 1, "tcp://new:2")):
+            sock.send(body)
+        answers = []
+        for _ in range(2):          # one answer for each request that is still waiting
+            assert sock.poll(10_000), "the stage was not answered"
+            answers.append(json.loads(sock.recv()))
+        assert answers == [["tcp://new:1", "tcp://new:2"]] * 2
+        assert sock.poll(300) == 0                      # the replaced request got nothing
     finally:
+        sock.close(linger=0)
+        ctx.term()
         served.stop()
 
 
