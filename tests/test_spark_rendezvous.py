@@ -43,75 +43,73 @@ def test_every_task_gets_every_endpoint_in_partition_order(processes):
         served.stop()
 
 
+class _OneConnection:
+    """Requests of several tasks sent on one CURVE connection to a fresh two-task server:
+    they reach it in the order sent (ZeroMQ keeps a connection's order)."""
+
+    def __init__(self, stage):
+        self.secret = random_secret()
+        self.served = DriverRendezvous(self.secret, 2)
+        self.stage = stage
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        CurveKeys(self.secret).connect_as_client(self.sock)
+        self.sock.connect(self.served.endpoint)
+
+    def send(self, task, index, me):
+        gather = DriverGather(self.served.endpoint, self.secret, self.stage, task, index, 10.0)
+        self.sock.send(gather.request(me))
+
+    def answers(self, n):
+        got = []
+        for _ in range(n):
+            assert self.sock.poll(10_000), "the stage was not answered"
+            got.append(json.loads(self.sock.recv()))
+        return got
+
+    def close(self):
+        self.sock.close(linger=0)
+        self.ctx.term()
+        self.served.stop()
+
+
 def test_a_task_that_asks_again_replaces_its_earlier_request():
     """Task 4 (partition 0) asks, gives up and asks again with another endpoint before task 5
-    (partition 1) asks: the stage is answered with the second endpoint.  The three requests
-    travel on one connection, so they reach the server in the order sent (ZeroMQ keeps a
-    connection's order); from separate sockets, the order of arrival would be the machine's
-    choice, and under load task 5's request could arrive between the two of task 4."""
-    secret = random_secret()
-    served = DriverRendezvous(secret, 2)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.linger = 0
+    (partition 1) asks: the stage is answered with the second endpoint.  On separate sockets
+    the order of arrival would be the machine's choice, and under load task 5's request could
+    arrive between the two of task 4."""
+    conn = _OneConnection(stage=1)
     try:
-        CurveKeys(secret).connect_as_client(sock)
-        sock.connect(served.endpoint)
-
-        def request(task, index, me):
-            return DriverGather(served.endpoint, secret, 1, task, index, 10.0).request(me)
-        for body in (request(4, 0, "tcp://old:1"), request(4, 0, "tcp://new:1"),
-                     request(5, 1, "tcp://new:2")):
-            sock.send(body)
-        answers = []
-        for _ in range(2):          # one answer for each request that is still waiting
-            assert sock.poll(10_000), "the stage was not answered"
-            answers.append(json.loads(sock.recv()))
-        assert answers == [["tcp://new:1", "tcp://new:2"]] * 2
-        assert sock.poll(300) == 0                      # the replaced request got nothing
+        conn.send(4, 0, "tcp://old:1")
+        conn.send(4, 0, "tcp://new:1")
+        conn.send(5, 1, "tcp://new:2")
+        assert conn.answers(2) == [["tcp://new:1", "tcp://new:2"]] * 2   # the waiting two
+        assert conn.sock.poll(300) == 0                      # the replaced request got nothing
     finally:
-        sock.close(linger=0)
-        ctx.term()
-        served.stop()
+        conn.close()
 
 
 @pytest.mark.parametrize("answered_first", [False, True])
 def test_a_failed_attempts_late_request_does_not_complete_the_rerun(answered_first):
     """Stage 3 failed in its first attempt (tasks 10 and 11) and Spark reruns it (tasks 12 and
-    13).  The requests travel on one connection, so they reach the server in the order sent
-    (ZeroMQ keeps a connection's order): the rerun's task for partition 0, the failed
-    attempt's late request for partition 0, then (or before it) the rerun's partition 1.  Told
-    apart by stage and partition only, the late request would replace the rerun's, and the
-    stage would be completed with its dead endpoint."""
-    secret = random_secret()
-    served = DriverRendezvous(secret, 2)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.linger = 0
+    13).  The requests reach the server in the order sent: the rerun's task for partition 0,
+    the failed attempt's late request for partition 0, then (or before it) the rerun's
+    partition 1.  Told apart by stage and partition only, the late request would replace the
+    rerun's, and the stage would be completed with its dead endpoint."""
+    conn = _OneConnection(stage=3)
     try:
-        CurveKeys(secret).connect_as_client(sock)
-        sock.connect(served.endpoint)
-
-        def request(task, index, me):
-            return DriverGather(served.endpoint, secret, 3, task, index, 10.0).request(me)
-        order = [request(12, 0, "tcp://new:1"), request(10, 0, "tcp://dead:1")]
-        order.insert(1 if answered_first else 2, request(13, 1, "tcp://new:2"))
-        for body in order:
-            sock.send(body)
-        answers = []
-        for _ in range(2):          # one answer per request of the rerun
-            assert sock.poll(10_000), "the rerun was not answered"
-            answers.append(json.loads(sock.recv()))
-        assert answers == [["tcp://new:1", "tcp://new:2"]] * 2
-        sock.send(request(13, 1, "tcp://new:2"))      # the next request is answered alone ...
-        assert sock.poll(300) == 0                      # ... when partition 0 asks again
-        sock.send(request(12, 0, "tcp://new:1"))
-        assert sock.poll(10_000)
-        assert json.loads(sock.recv()) == ["tcp://new:1", "tcp://new:2"]
+        order = [(12, 0, "tcp://new:1"), (10, 0, "tcp://dead:1")]
+        order.insert(1 if answered_first else 2, (13, 1, "tcp://new:2"))
+        for task, index, me in order:
+            conn.send(task, index, me)
+        assert conn.answers(2) == [["tcp://new:1", "tcp://new:2"]] * 2   # the rerun's two
+        conn.send(13, 1, "tcp://new:2")               # the next request is answered alone ...
+        assert conn.sock.poll(300) == 0                 # ... when partition 0 asks again
+        conn.send(12, 0, "tcp://new:1")
+        assert conn.answers(1) == [["tcp://new:1", "tcp://new:2"]]
     finally:
-        sock.close(linger=0)
-        ctx.term()
-        served.stop()
+        conn.close()
 
 
 def test_a_client_without_the_secret_is_not_answered():
