@@ -247,12 +247,13 @@ def _plan_without_adaptive(spark, out) -> None:
     session's setting is changed only while the plan is made (the plan keeps it) and then
     restored; a query planned on another thread of this session in that moment is planned
     without it too."""
+    jdf = getattr(out, "_jdf", None)     # a Spark Connect DataFrame has no JVM side here
     before = spark.conf.get(_ADAPTIVE, None)
-    if before == "false":
+    if jdf is None or before == "false":
         return
     spark.conf.set(_ADAPTIVE, "false")
     try:
-        out._jdf.queryExecution().executedPlan()
+        jdf.queryExecution().executedPlan()
     finally:
         if before is None:
             spark.conf.unset(_ADAPTIVE)
