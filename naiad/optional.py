@@ -66,12 +66,16 @@ def arrow() -> Any:
 
 @contextmanager
 def importing() -> Iterator[None]:
-    """Holds the import lock around work that may import numpy (unpickling a batch), until
-    numpy is imported; after that it costs nothing."""
-    if _numpy is not None:
+    """Holds the import lock around work that may import numpy or pyarrow (unpickling a
+    batch), until both are imported (or known missing); after that it costs nothing.  Without
+    it, an Arrow array unpickled while another thread imports pyarrow through :func:`arrow`
+    met ``pyarrow.lib`` half initialised."""
+    if _numpy is not None and _arrow is not None:
         yield
         return
     with _lock:
         yield
         if "numpy" in sys.modules:          # imported by that work: complete now
             numpy()
+        if "pyarrow" in sys.modules:
+            arrow()

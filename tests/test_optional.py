@@ -1,9 +1,11 @@
-"""numpy imported at first use (naiad.optional) by several worker threads at once.
+"""numpy and pyarrow imported at first use (naiad.optional) by several worker threads at once.
 
 Two threads importing numpy at the same moment, one through ``naiad.optional.numpy()`` and one
 by unpickling an array in ``naiad.transport.wire.decode``, saw numpy's modules half initialised
-(ImportError, a _DeadlockError, or numpy recorded as missing). Each run needs a fresh
-interpreter, where numpy is not imported yet.
+(ImportError, a _DeadlockError, or numpy recorded as missing); the same with pyarrow, through
+``naiad.optional.arrow()`` (linq.words) and an Arrow array unpickled (``cannot import name
+'BuildInfo' from partially initialized module 'pyarrow.lib'``). Each run needs a fresh
+interpreter, where the module is not imported yet.
 """
 
 from __future__ import annotations
@@ -20,19 +22,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RACE = """
 import sys, threading
-from naiad.optional import numpy
+from naiad.optional import arrow, numpy
 from naiad.transport.wire import decode
+{before}
 blob = sys.stdin.buffer.read()
-assert "numpy" not in sys.modules
+assert {module!r} not in sys.modules
 errors, start = [], threading.Barrier(4)
 def work(i):
     start.wait()
     try:
         if i % 2:
-            np = numpy()
-            assert int(np.flatnonzero(np.array([False, True]))[0]) == 1
+            {imported}
         else:
-            assert float(decode(blob)[0].sum()) == 45.0
+            {decoded}
     except BaseException as exc:
         errors.append(repr(exc))
 threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
@@ -42,10 +44,26 @@ print(errors)
 """
 
 
-def test_threads_importing_numpy_at_once_all_get_it_whole():
-    blob = pickle.dumps([np.arange(10.0)], protocol=5)
+def _race(blob: bytes, **parts: str) -> None:
+    """Four threads of a fresh interpreter, two importing through naiad.optional and two
+    unpickling ``blob``, eight times: none may fail."""
+    script = RACE.format(**parts)
     for _ in range(8):
-        out = subprocess.run([sys.executable, "-c", RACE], input=blob, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", script], input=blob, capture_output=True,
                              cwd=ROOT, timeout=60)
         assert out.returncode == 0, out.stderr.decode()
         assert out.stdout.decode().strip() == "[]"
+
+
+def test_threads_importing_numpy_at_once_all_get_it_whole():
+    _race(pickle.dumps([np.arange(10.0)], protocol=5), before="", module="numpy",
+          imported="assert int(numpy().flatnonzero(numpy().array([False, True]))[0]) == 1",
+          decoded="assert float(decode(blob)[0].sum()) == 45.0")
+
+
+def test_threads_importing_pyarrow_at_once_all_get_it_whole():
+    pa = pytest.importorskip("pyarrow")
+    # numpy imported already, as after a process's first numeric batch
+    _race(pickle.dumps([pa.array(["a", "b"])], protocol=5), before="numpy()",
+          module="pyarrow", imported="assert len(arrow().array([1, 2])) == 2",
+          decoded='assert decode(blob)[0].to_pylist() == ["a", "b"]')
