@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import List, Optional
 
+from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
 from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
@@ -52,16 +53,6 @@ class LinkRendezvous:
             msg = (f"process {self.index}: the launcher did not send the other processes' "
                    f"endpoints within {self.timeout:g} s")
             raise ComputationFailed(msg) from None
-
-
-def _dumps(obj) -> bytes:
-    """``obj`` by pickle, or by cloudpickle when it holds what only that can pickle (a lambda,
-    a class the program defined in its script)."""
-    try:
-        return pickle.dumps(obj, protocol=5)
-    except Exception:  # noqa: BLE001
-        import cloudpickle
-        return cloudpickle.dumps(obj, protocol=5)
 
 
 HALT_WAIT = 1.0
@@ -111,14 +102,14 @@ def main(argv) -> int:
         result = ("error", exc, format_current(), relayed)
         code = 1
     try:
-        data = _dumps(result)
+        data = outcome.encode(result)
     except Exception as exc:  # noqa: BLE001
         err: Exception
         if result[0] == "ok":
             err = TypeError(f"process {index}: the program's return value cannot be pickled: {exc}")
         else:
             err = RuntimeError(f"process {index}: {type(result[1]).__name__}: {result[1]}")
-        data = _dumps(("error", err, result[2]))
+        data = outcome.encode(("error", err, result[2]))
         code = 1
     try:
         send_message(link, RESULT, data)

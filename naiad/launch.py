@@ -14,7 +14,6 @@ When one process fails or dies, the others are stopped.
 from __future__ import annotations
 
 import os
-import pickle
 import selectors
 import shutil
 import signal
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
+from naiad import outcome
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
@@ -49,23 +49,40 @@ def send_message(link: socket.socket, kind: bytes, body: bytes) -> None:
 
 
 class MessageReader:
-    """Reassembles the framed messages of a link from whatever ``recv`` returned."""
+    """Reassembles the framed messages of a link from whatever ``recv`` returned.  The pieces of
+    a body are kept as received (views, not copies) and joined once, when it is complete: a
+    result of several megabytes is copied once, not at every piece."""
 
     def __init__(self) -> None:
-        self.buffer = bytearray()
+        self.pieces: List[Any] = []     # bytes or memoryviews of received bytes
+        self.held = 0                   # bytes in self.pieces
+        self.kind: Optional[bytes] = None   # the current message's kind, once its header is read
+        self.size = 0                   # and its body's size
 
     def feed(self, data: bytes) -> List[Tuple[bytes, bytes]]:
         """Add received bytes; return the messages now complete, as ``(kind, body)``."""
-        self.buffer += data
+        self.pieces.append(data)
+        self.held += len(data)
         out = []
-        while len(self.buffer) >= _HEADER.size:
-            kind, size = _HEADER.unpack_from(self.buffer)
-            end = _HEADER.size + size
-            if len(self.buffer) < end:
+        while True:
+            if self.kind is None:
+                if self.held < _HEADER.size:
+                    break
+                buffer = self._take(self.held)
+                self.kind, self.size = _HEADER.unpack_from(buffer)
+                rest = memoryview(buffer)[_HEADER.size:]
+                self.pieces, self.held = ([rest] if len(rest) else []), len(rest)
+            if self.held < self.size:
                 break
-            out.append((kind, bytes(self.buffer[_HEADER.size:end])))
-            del self.buffer[:end]
+            buffer = self._take(self.held)
+            out.append((self.kind, bytes(buffer[:self.size])))
+            rest = memoryview(buffer)[self.size:]
+            self.pieces, self.held, self.kind = ([rest] if len(rest) else []), len(rest), None
         return out
+
+    def _take(self, n: int) -> Any:
+        """All pieces as one bytes-like object (joined only if there are several)."""
+        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
 
 
 def rendezvous_timeout(options: Dict[str, Any]) -> float:
@@ -387,7 +404,7 @@ class _Supervisor:
     @staticmethod
     def _load_result(i: int, data: bytes):
         try:
-            return pickle.loads(data)
+            return outcome.decode(data)
         except Exception as exc:  # noqa: BLE001
             return ("error",
                     ComputationFailed(f"process {i}: its result could not be read: {exc}"), "")
