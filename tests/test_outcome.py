@@ -109,3 +109,45 @@ def test_framed_messages_are_reassembled_from_any_pieces(messages, cuts):
         at, i = at + n, i + 1
     assert got == messages
     assert all(type(body) is bytes for _, body in got)
+
+
+def _buffers(comp):
+    import array
+
+    import numpy as np
+    return [np.arange(3) + comp.process_index, bytearray(b"ab"), array.array("i", [1, 2])]
+
+
+def test_objects_with_the_buffer_protocol_keep_their_types():
+    """marshal would write each of these as plain bytes."""
+    import array
+
+    import numpy as np
+    for i, (arr, buf, arr2) in enumerate(naiad.execute(_buffers, processes=2)):
+        assert isinstance(arr, np.ndarray) and arr.tolist() == [i, i + 1, i + 2]
+        assert type(buf) is bytearray and buf == b"ab"
+        assert type(arr2) is array.array and arr2.tolist() == [1, 2]
+
+
+def test_plain_is_false_for_anything_marshal_would_change():
+    import array
+    assert outcome.plain([("a", 1), {"k": [None, 2.5, 1j, b"x", frozenset({True})]}])
+    for odd in (bytearray(), memoryview(b""), array.array("i"), Pair("a", 1), Word("w"),
+                Ellipsis, object()):
+        assert not outcome.plain([("a", 1), {"k": [odd]}])
+        assert outcome.encode(("ok", [odd], ""))[:1] == b"P"
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    assert not outcome.plain(deep)
+    assert outcome.decode(outcome.encode(deep)) == deep
+
+
+def test_heavily_shared_structure_is_not_expanded():
+    """Each level refers to the one below twice: 2**40 paths, a few objects."""
+    shared: list = ["leaf"]
+    for _ in range(40):
+        shared = [shared, shared]
+    assert not outcome.plain(shared)
+    back = outcome.decode(outcome.encode(("ok", shared, "")))[1]
+    assert back[0] is back[1]
