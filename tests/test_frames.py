@@ -250,9 +250,10 @@ def test_columnar_word_count_sample_matches_counter(cluster, files, per_epoch):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_benchmark_word_split_is_str_split(seed):
-    """The word count benchmark's split (ASCII kernel for plain ASCII pieces, Unicode kernel
-    for the others) finds the words str.split finds, on text full of every kind of space:
-    the separators \\x1c-\\x1f, which the ASCII kernel does not split on, included."""
+    """The word count benchmark's split (ASCII kernel for the pieces without the separators
+    \\x1c-\\x1f and without whitespace above ASCII, other non-ASCII text included; Unicode
+    kernel for the others) finds the words str.split finds, on text full of every kind of
+    space."""
     from tests.benchmarks.bench_frames import split_words, text_table
     rng = random.Random(seed)
     kinds = [[" ", "\t", "\r"], [" ", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f"],
@@ -261,14 +262,18 @@ def test_benchmark_word_split_is_str_split(seed):
     for _ in range(120):
         spaces = rng.choice(kinds)
         lines.append("".join(rng.choice(spaces) if rng.random() < 0.4 else
-                             rng.choice(["a", "bc", "x1", "\x1b", "-"]) for _ in range(20)))
+                             rng.choice(["a", "bc", "x1", "\x1b", "-", "é", "—", "中"]) for _ in range(20)))
         if spaces is kinds[2]:
             lines[-1] += "é"
     data = "\n".join(lines).encode("utf-8") + b"\n"
-    if seed == 2:
-        data += b"\xff broken\x1e\n"          # not UTF-8: the pieces are decoded with U+FFFD
+    if seed == 2:                               # not UTF-8: those pieces decoded with U+FFFD
+        middle = data.index(b"\n", len(data) // 2) + 1
+        data = data[:middle] + b"a\xe2\x82\n\xc3(\n" + data[middle:] + b"\xff broken\x1e\n"
     table = text_table(data, size=64)
-    assert table.num_rows > 5 and 0 < table["plain"].to_numpy().sum() < table.num_rows
+    assert "".join(table["text"].to_pylist()) == data.decode("utf-8", "replace")
+    plain = table["plain"].to_numpy()
+    assert table.num_rows > 5 and 0 < plain.sum() < table.num_rows
+    assert not all(t.isascii() for t in table["text"].filter(table["plain"]).to_pylist())
     got = Counter(split_words(table)["word"].to_pylist())
     want = Counter(data.decode("utf-8", "replace").split())
     assert got == want

@@ -159,28 +159,37 @@ class FrameStream:
             return pa.table({**{k: got.column(k) for k in keys},
                              **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
 
-        def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
-            table = tables[0]
-            kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
-            specs = [(p, kinds[p]) for _, _, p in partial]
-            got = dense_group_by(table, keys, specs)
-            if got is None:
-                got = table.group_by(keys, use_threads=False).aggregate(specs)
+        kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
+
+        def finish(got: pa.Table, column: Callable[[str], str]) -> pa.Table:
             out = {k: got.column(k) for k in keys}
             for name, how, names in final:
-                cols = [got.column(f"{n}_{kinds[n]}") for n in names]
+                cols = [got.column(column(n)) for n in names]
                 if how == "mean":
                     out[name] = pc.divide(pc.cast(cols[0], pa.float64()), cols[1])
                 else:
                     out[name] = cols[0]
             return pa.table(out)
 
+        def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            table = tables[0]
+            specs = [(p, kinds[p]) for _, _, p in partial]
+            got = dense_group_by(table, keys, specs)
+            if got is None:
+                got = table.group_by(keys, use_threads=False).aggregate(specs)
+            return finish(got, lambda n: f"{n}_{kinds[n]}")
+
+        def only_final(table: pa.Table) -> pa.Table:
+            # The one partial table of a time: one worker's combine, its keys already distinct.
+            return finish(table, lambda n: n)
+
         local = stages.unary(
             self.stream, lambda: Accumulate(f"{op}.combine", 1, False, combine_local,
                                             [columns], keys, routes, streaming=True),
             name=f"{op}.combine")
         inherit(op, [self.stream], local)
-        merged = stages.unary(local, lambda: Accumulate(op, 1, True, combine_final),
+        merged = stages.unary(local, lambda: Accumulate(op, 1, True, combine_final,
+                                                        single=only_final),
                               partition_by=_route, name=op)
         return FrameStream(inherit(op, [local], merged))
 

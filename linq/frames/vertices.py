@@ -177,7 +177,9 @@ class Split(_Checked):
 
 class Accumulate(_Checked):
     """Gathers a time's tables per input; at the notification ``combine(tables per input)``
-    gives one table, sent whole or split by ``split_keys`` for a following exchange.  A
+    gives one table, sent whole or split by ``split_keys`` for a following exchange (or
+    ``single(table)``, where given, when one table alone came: group_by's final step passes
+    one worker's partial results on without grouping them again).  A
     ``streaming`` pre-combine (group_by's local step) inside a loop combines each delivery at
     once instead, so an iteration waits for one notification less."""
 
@@ -185,8 +187,10 @@ class Accumulate(_Checked):
                  combine: Callable[[List[Optional[pa.Table]]], Optional[pa.Table]],
                  columns: Sequence[Sequence[str]] = (),
                  split_keys: Optional[Sequence[str]] = None,
-                 routes: Sequence[int] = (), streaming: bool = False) -> None:
+                 routes: Sequence[int] = (), streaming: bool = False,
+                 single: Optional[Callable[[pa.Table], pa.Table]] = None) -> None:
         super().__init__(op)
+        self.single = single            # what one table alone becomes (one input only)
         self.inputs, self.tagged, self.combine = inputs, tagged, combine
         self.streaming = streaming      # a pre-combine: in a loop, combine batches as they come
         self.columns = [list(c) for c in columns] or [[] for _ in range(inputs)]
@@ -216,6 +220,9 @@ class Accumulate(_Checked):
 
     def on_notify(self, time: naiad.Timestamp) -> None:
         lists = self.pending.pop(time)
+        if self.single is not None and len(lists) == 1 and len(lists[0]) == 1:
+            self._send(self.single(lists[0][0]), time)
+            return
         self._send(self.combine([pa.concat_tables(ts) if ts else None for ts in lists]), time)
 
     def _send(self, result: Optional[pa.Table], time: naiad.Timestamp) -> None:

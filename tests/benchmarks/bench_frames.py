@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import naiad
+from linq.words import WIDE_SPACES
 from linq import frames
 from naiad.transport.wire import decode, encode
 from samples import frames_pagerank as fpr
@@ -153,18 +154,25 @@ def bench_pagerank(repeat: int = 5) -> None:
 
 
 # ---- word count --------------------------------------------------------------------------------
-# str.split() splits on the information separators \x1c-\x1f (str.isspace is true for them),
-# ascii_split_whitespace does not (only \t \n \v \f \r and space); utf8_split_whitespace
-# splits on exactly what str.isspace accepts.
+# str.split() splits on the information separators \x1c-\x1f and on the whitespace above ASCII
+# (linq.words.WIDE_SPACES: str.isspace is true for them); ascii_split_whitespace splits only on
+# \t \n \v \f \r and space, and leaves every other byte, those of multi-byte UTF-8 characters
+# included, inside the words; utf8_split_whitespace splits on exactly what str.isspace accepts.
+# So the ASCII kernel splits a piece exactly as str.split() does unless the piece holds one of
+# those characters.
 _SEPARATORS = b"\x1c\x1d\x1e\x1f"
+_WIDE = frozenset(c.encode("utf-8") for c in WIDE_SPACES)
+_LEADS = sorted({w[0] for w in _WIDE})
 
 
 def text_table(data: bytes, size: int = 1 << 16) -> pa.Table:
     r"""The bytes ``data`` as a table ``(text, plain)`` of pieces of about ``size`` bytes cut at
     line ends, ``text`` an Arrow string array built on the bytes themselves (no Python string
     per piece; pieces that are not valid UTF-8 are decoded with replacement characters, as
-    ``bytes.decode(errors="replace")``), ``plain`` true for the pieces without any of the
-    separators \x1c-\x1f (found by ``bytes.find``, at memchr speed)."""
+    ``bytes.decode(errors="replace")``), ``plain`` true for the pieces that the ASCII kernel
+    splits exactly as ``str.split()``: without the separators \x1c-\x1f (found by
+    ``bytes.find``, at memchr speed) and without whitespace above ASCII (its UTF-8 sequences,
+    looked for where numpy finds the bytes that can start one)."""
     ends, start = [0], 0
     while start < len(data):
         end = data.find(b"\n", min(start + size, len(data)))
@@ -178,23 +186,49 @@ def text_table(data: bytes, size: int = 1 << 16) -> pa.Table:
             piece = int(np.searchsorted(bounds, at, "right")) - 1
             plain[piece] = False
             at = data.find(bytes([byte]), ends[piece + 1])
-    offsets = pa.array(bounds.astype(np.int32))
-    array = pa.StringArray.from_buffers(len(ends) - 1, offsets.buffers()[1], pa.py_buffer(data))
+    raw = np.frombuffer(data, np.uint8)
+    high = np.flatnonzero(raw >= min(_LEADS))
+    wide = [at for at in high[np.isin(raw[high], _LEADS)].tolist()
+            if data[at:at + 2] in _WIDE or data[at:at + 3] in _WIDE]
+    plain[np.searchsorted(bounds, np.asarray(wide, np.int64), "right") - 1] = False
+    array = _strings(data, bounds)
     try:
         array.validate(full=True)
     except pa.ArrowInvalid:
-        array = pa.array([data[a:b].decode("utf-8", "replace") for a, b in zip(ends, ends[1:])])
+        array = _replaced(data, ends, array)
     return pa.table({"text": array, "plain": plain})
+
+
+def _strings(data: bytes, bounds: np.ndarray) -> pa.StringArray:
+    offsets = pa.array(bounds.astype(np.int32))
+    return pa.StringArray.from_buffers(len(bounds) - 1, offsets.buffers()[1], pa.py_buffer(data))
+
+
+def _replaced(data: bytes, ends: List[int], array: pa.StringArray) -> pa.StringArray:
+    """``array`` with its pieces that are not valid UTF-8 decoded with replacement characters
+    (found by validating each piece in C; the others are copied as they are)."""
+    out, bounds, at = [], [0], 0
+    view = memoryview(data)
+    for i in range(len(array)):
+        a, b = ends[i], ends[i + 1]
+        try:
+            array.slice(i, 1).validate(full=True)
+            piece = view[a:b]
+        except pa.ArrowInvalid:
+            piece = data[a:b].decode("utf-8", "replace").encode("utf-8")
+        out.append(piece)
+        at += len(piece)
+        bounds.append(at)
+    return _strings(b"".join(out), np.asarray(bounds, np.int64))
 
 
 def split_words(t: pa.Table) -> pa.Table:
     r"""The words of the ``text`` column exactly as ``str.split()`` finds them: pieces that are
     pure ASCII without the separators \x1c-\x1f (the ``plain`` column) are split by the
     (faster) ASCII kernel, the others by the Unicode one."""
-    text = t["text"]
-    ascii_ = pc.and_(pc.string_is_ascii(text), t["plain"])
-    parts = [pc.list_flatten(pc.ascii_split_whitespace(text.filter(ascii_))),
-             pc.list_flatten(pc.utf8_split_whitespace(text.filter(pc.invert(ascii_))))]
+    text, plain = t["text"], t["plain"]
+    parts = [pc.list_flatten(pc.ascii_split_whitespace(text.filter(plain))),
+             pc.list_flatten(pc.utf8_split_whitespace(text.filter(pc.invert(plain))))]
     words = pa.chunked_array([c for p in parts for c in p.chunks], pa.string())
     return pa.table({"word": words.filter(pc.not_equal(words, ""))})
 
