@@ -4,9 +4,11 @@ At a boundary epoch ``b`` every process asks its workers to quiesce: a worker wh
 nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
 progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
 states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
-on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
-states, waiting until every process wrote its part and committing the manifest happen behind,
-in the :class:`~naiad.recovery.committer.Committer`'s thread.
+on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Waiting
+until the subscribers have handed out the epochs before the boundary, writing the states, and
+committing the manifest once every process has written its part (process 0 waits for the
+others' word; they do not wait for each other) happen behind, in the
+:class:`~naiad.recovery.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
@@ -110,8 +112,6 @@ class Coordinator:
                 self._cv.wait(0.2)
             snaps = dict(self._snapshots)
         t1 = _time.monotonic()
-        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
-            sub.wait_delivered(epoch, self.bound)
         self.store.rotate_logs()
         nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
@@ -126,6 +126,8 @@ class Coordinator:
         """In the committer's thread: this process's part, every part, then the manifest."""
         comp, store = self.comp, self.store
         cpu0 = _time.thread_time()
+        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
+            sub.wait_delivered(epoch, self.bound)
         states = {w: st for w, (st, _) in snaps.items()}
         notifications = [n for _, (_, ns) in snaps.items() for n in ns]
         open_inputs: Dict[int, int] = {}
@@ -134,7 +136,7 @@ class Coordinator:
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = self.fingerprint
         size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
-        comp.fabric.barrier(f"written-{epoch}", self.bound)
+        comp.fabric.gather(f"written-{epoch}", self.bound)    # only process 0 waits
         if comp.process_index == 0:
             store.commit(epoch, fingerprint)
         kept = store.epochs()[-store.keep:]

@@ -80,6 +80,8 @@ class EpochLog:
         self._end = 0
         self._path: Any = None
         self._unsynced: List[Path] = []      # segments closed by rotate(), not yet fsynced
+        self._next_seq: Optional[int] = None  # number of the next segment (known after a listing)
+        self.high = -1                        # the highest epoch logged (once loaded)
 
     def _segments(self) -> List[Path]:
         if not self.dir.exists():
@@ -89,8 +91,11 @@ class EpochLog:
     def _load(self) -> Dict[int, Tuple[Path, int, int, bytes]]:
         if self._index is None:
             index: Dict[int, Tuple[Path, int, int, bytes]] = {}
-            for seg in self._segments():
+            segments = self._segments()
+            for seg in segments:
                 self._scan(seg, index)
+            self._next_seq = int(segments[-1].stem) + 1 if segments else 0
+            self.high = max(index, default=-1)
             self._index = index
         return self._index
 
@@ -121,28 +126,37 @@ class EpochLog:
         return offset
 
     def append(self, epoch: int, payload: bytes) -> None:
+        """Log ``payload`` for ``epoch``: one write system call (the segment is opened, and
+        its header written with the first record, after a :meth:`rotate`)."""
+        crc = _mac(self.key, epoch, payload)
+        record = _RECORD.pack(epoch, len(payload), crc) + payload
         with self._lock:
             index = self._load()
             if self._file is None:
-                segs = self._segments()
-                seq = int(segs[-1].stem) + 1 if segs else 0
+                seq = self._next_seq or 0
+                self._next_seq = seq + 1
                 self.dir.mkdir(parents=True, exist_ok=True)
                 self._path = self.dir / f"{seq:09d}.log"
                 self._file = open_private(self._path)
-                self._file.write(MAGIC)
-                self._end = self._file.tell()
-            offset = self._end
-            crc = _mac(self.key, epoch, payload)
-            record = _RECORD.pack(epoch, len(payload), crc) + payload
+                self._end = 0
+                record = MAGIC + record
+            path = self._path
             # One system call: each one lets a busy worker thread take the GIL, and getting it
             # back can take a switch interval (5 ms), which would slow the feeding of inputs.
             written = self._file.write(record)
             while written < len(record):       # pragma: no cover - short writes are rare
                 written += self._file.write(record[written:])
-            self._end = offset + len(record)
-            index[epoch] = (self._path, offset + _RECORD.size, len(payload), crc)
-            low, high = self._ranges.get(self._path, (epoch, epoch))
-            self._ranges[self._path] = (min(low, epoch), max(high, epoch))
+            self._end += len(record)
+            index[epoch] = (path, self._end - len(payload), len(payload), crc)
+            if epoch > self.high:
+                self.high = epoch
+            low, high = self._ranges.get(path, (epoch, epoch))
+            self._ranges[path] = (min(low, epoch), max(high, epoch))
+
+    def may_hold(self, epoch: int) -> bool:
+        """False when ``epoch`` is surely not logged (above every epoch logged): lets the feeding
+        of a fresh input skip :meth:`read`."""
+        return self._index is None or epoch <= self.high
 
     def read(self, epoch: int) -> Tuple[bool, Any]:
         """``(True, records)`` if ``epoch`` is logged intact, else ``(False, None)``."""

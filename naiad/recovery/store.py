@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
 from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
-from naiad.files import open_private, write_atomic, write_files
+from naiad.files import open_private, sync_dir, write_atomic, write_files
 from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
@@ -140,6 +140,7 @@ class CheckpointStore:
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
         self._marks: Dict[str, Any] = {}
+        self._inputs: Dict[str, EpochLog] = {}
 
     def _log(self, directory: Path) -> EpochLog:
         with self._logs_lock:
@@ -167,8 +168,9 @@ class CheckpointStore:
 
         First the input logs and collected outputs appended before the boundary are made
         durable, so a committed checkpoint never depends on data that a power cut could lose.
-        The files go into the checkpoint's directory in one :func:`write_files` (each file
-        fsynced before its rename, the directory once after them)."""
+        The files go into the checkpoint's directory in one :func:`write_files`, each fsynced
+        before its rename; the directory itself is fsynced once for every process's files, by
+        process 0 in :meth:`commit`, before the manifest."""
         with self._logs_lock:
             logs = list(self._logs.values())
         for log in logs:
@@ -190,13 +192,15 @@ class CheckpointStore:
         data = json.dumps(part, sort_keys=True).encode()
         out[f"proc-{self.process}.json"] = data     # last: it names the files before it
         fault_point(self.root, "checkpoint-write", epoch, self.process)
-        write_files(base, out)
+        write_files(base, out, sync_dir=False)
         return total + len(data)
 
     def commit(self, epoch: int, fingerprint: str) -> None:
-        """Process 0, once every part is durable: write the manifest, then prune old ones."""
+        """Process 0, once every process has written its part: make the parts' directory
+        entries durable, write the manifest, then prune old checkpoints."""
         fault_point(self.root, "checkpoint-commit", epoch, self.process)
         base = self.ckpt_dir(epoch)
+        sync_dir(base)       # every part's rename is durable before the manifest names it
         parts = {}
         for p in range(self.processes):
             data = (base / f"proc-{p}.json").read_bytes()
@@ -341,13 +345,22 @@ class CheckpointStore:
     def _input_dir(self, name: str) -> Path:
         return self.root / "inputs" / f"proc-{self.process}" / name
 
+    def _input_log(self, name: str) -> EpochLog:
+        log = self._inputs.get(name)
+        if log is None:
+            log = self._inputs[name] = self._log(self._input_dir(name))
+        return log
+
     def log_input(self, name: str, epoch: int, records: list) -> None:
         """Record the records of one epoch of an input before they are fed (see EpochLog)."""
-        self._log(self._input_dir(name)).append(epoch, _dumps(records))
+        self._input_log(name).append(epoch, _dumps(records))
 
     def logged_input(self, name: str, epoch: int) -> Optional[list]:
         """The records logged for ``epoch`` of input ``name``, or None."""
-        ok, records = self._log(self._input_dir(name)).read(epoch)
+        log = self._input_log(name)
+        if not log.may_hold(epoch):
+            return None
+        ok, records = log.read(epoch)
         return records if ok else None
 
     def prune_inputs(self, below: int) -> None:
@@ -400,10 +413,9 @@ class CheckpointStore:
             if handle is not None:
                 handle[0].close()
             write_atomic(path, _mark(count), sync=False)
-            self._marks[name] = [open_private(path, buffering=-1), 0]
+            self._marks[name] = [open_private(path), 0]
             return
-        handle[0].write(_mark(count))
-        handle[0].flush()
+        handle[0].write(_mark(count))           # unbuffered: one system call
         handle[1] += 1
 
     def store_output(self, name: str, epoch: int, records: list) -> None:

@@ -73,6 +73,9 @@ class LocalFabric:
         """Wait until every process reached ``name``; returns process 0's ``value``."""
         return value
 
+    def gather(self, name: str, timeout: float) -> None:
+        """Process 0 waits until every other process reached ``name`` (there is none)."""
+
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
         """Stop every worker (there is no other process to tell about ``relay``)."""
         for q in self.inboxes:
