@@ -142,11 +142,11 @@ class CheckpointStore:
         self._marks: Dict[str, Any] = {}
         self._inputs: Dict[str, EpochLog] = {}
 
-    def _log(self, directory: Path) -> EpochLog:
+    def _log(self, directory: Path, deferred: bool = False) -> EpochLog:
         with self._logs_lock:
             log = self._logs.get(directory)
             if log is None:
-                log = self._logs[directory] = EpochLog(directory, self.key)
+                log = self._logs[directory] = EpochLog(directory, self.key, deferred)
             return log
 
     # ---- writing a checkpoint ------------------------------------------------------------------
@@ -348,12 +348,19 @@ class CheckpointStore:
     def _input_log(self, name: str) -> EpochLog:
         log = self._inputs.get(name)
         if log is None:
-            log = self._inputs[name] = self._log(self._input_dir(name))
+            log = self._inputs[name] = self._log(self._input_dir(name), deferred=True)
         return log
 
     def log_input(self, name: str, epoch: int, records: list) -> None:
-        """Record the records of one epoch of an input before they are fed (see EpochLog)."""
+        """Record the records of one epoch of an input before they are fed: in memory, written
+        by :meth:`flush_inputs` before a worker takes the epoch (see EpochLog)."""
         self._input_log(name).append(epoch, _dumps(records))
+
+    def flush_inputs(self) -> None:
+        """Write what the input logs hold in memory (a worker is about to take an epoch of
+        input: nothing may be computed from a record that a killed process would lose)."""
+        for log in tuple(self._inputs.values()):
+            log.flush()
 
     def logged_input(self, name: str, epoch: int) -> Optional[list]:
         """The records logged for ``epoch`` of input ``name``, or None."""
