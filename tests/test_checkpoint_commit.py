@@ -7,6 +7,8 @@
 * The input log knows the segments already on disk when a run reopens it: a logged epoch is
   replayed, and new epochs go to a new segment after the existing ones (never appended to an
   old one), all readable afterwards.
+* Delivery marks, written through a memory map, are in the file at once, and a line torn by a
+  kill falls back to the count before it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import collections
 import json
 import random
 import time
-from pathlib import Path
+import zlib
 from typing import Dict, List
+
+import pytest
 
 import naiad
 import stages
-from naiad.recovery.logs import EpochLog
+from naiad.recovery.logs import CheckpointWarning, EpochLog
+from naiad.recovery.marks import LINE, MarkFile, read_count
 from naiad.recovery.store import CheckpointStore
 from samples.wordcount_vertex import count_words
 from samples.wordcount_vertex import words as words_of
@@ -129,3 +134,24 @@ def test_a_reopened_input_log_replays_and_appends_after_its_segments(tmp_path):
     log = EpochLog(root / "inputs" / "proc-0" / "numbers", second.key)
     assert log.items() == dict(enumerate(epochs))
     assert not log.may_hold(9) and log.may_hold(8)
+
+
+def test_delivery_marks_survive_a_kill_and_a_torn_line(tmp_path):
+    """Marks are written into a memory map: they must be in the file without a close (the
+    process may be killed), and a line torn by a kill mid-write leaves the count before it."""
+    path = tmp_path / "out.delivered"
+    marks = MarkFile(path, 0)
+    counts = list(range(1, 1 + random.Random(SEED + 2).randrange(5, 50)))
+    for n in counts:
+        marks.write(n)
+        assert read_count(path) == n              # visible to another reader at once
+    data = bytearray(path.read_bytes())
+    newest = (counts[-1] % 2) * LINE
+    data[newest + 5:newest + 12] = b"9999999"     # torn: half a new count over the old one
+    path.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match="delivery mark .* is damaged"):
+        assert read_count(path) == counts[-1] - 1
+    marks.close()
+    legacy = tmp_path / "legacy.delivered"        # one line per delivery, an earlier release
+    legacy.write_text("".join(f"{n} {zlib.crc32(str(n).encode()):08x}\n" for n in counts))
+    assert read_count(legacy) == counts[-1]

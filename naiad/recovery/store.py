@@ -29,15 +29,15 @@ import shutil
 import signal
 import threading
 import warnings
-import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.marks import MarkFile, read_count
 from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
-from naiad.files import open_private, sync_dir, write_atomic, write_files
+from naiad.files import sync_dir, write_atomic, write_files
 from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
@@ -105,19 +105,6 @@ def _remove_all(paths: List[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _mark(count: int) -> bytes:
-    """One delivery mark: the count and the CRC-32 of its digits."""
-    return f"{count} {zlib.crc32(str(count).encode()):08x}\n".encode()
-
-
-def _parse_mark(line: str) -> Optional[int]:
-    """The count of an intact mark, else None."""
-    digits, _, crc = line.partition(" ")
-    if not digits.isdigit() or crc != f"{zlib.crc32(digits.encode()):08x}":
-        return None
-    return int(digits)
-
-
 class CheckpointLayoutError(NaiadError):
     """A checkpoint was taken by another dataflow, or with another number of processes or
     workers than this run's: a restart cannot cure it, so it is never retried."""
@@ -139,7 +126,7 @@ class CheckpointStore:
         self.key = directory_key(self.root)
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
-        self._marks: Dict[str, Any] = {}
+        self._marks: Dict[str, MarkFile] = {}
         self._inputs: Dict[str, EpochLog] = {}
 
     def _log(self, directory: Path, deferred: bool = False) -> EpochLog:
@@ -392,38 +379,17 @@ class CheckpointStore:
 
     def delivered(self, name: str) -> int:
         """How many epochs of subscription ``name`` were handed out (0 if none)."""
-        path = self._output_dir() / f"{name}.delivered"
-        try:
-            text = path.read_text()
-        except OSError:
-            return 0
-        lines = text.split("\n")[:-1]                    # complete lines only
-        for n, line in reversed(list(enumerate(lines, 1))):
-            count = _parse_mark(line)
-            if count is not None:
-                return count
-            # A damaged mark (a flipped digit could claim epochs never handed out): use the
-            # one before it, so an epoch may be delivered again but none is skipped.
-            warnings.warn(f"delivery mark {path}:{n} is damaged ({line[:40]!r}); using the "
-                          "one before it", CheckpointWarning, stacklevel=2)
-        return 0
+        return read_count(self._output_dir() / f"{name}.delivered")
 
     def mark_delivered(self, name: str, count: int) -> None:
-        """Note that ``count`` epochs of ``name`` were handed out: one line appended to a file.
-
-        Not fsynced (it must outlive the process, not a power cut: after a machine crash at most
-        the epochs since the last checkpoint are delivered again).  The file is rewritten, short,
-        at the first mark of each run and every 4096 marks."""
-        path = self._output_dir() / f"{name}.delivered"
-        handle = self._marks.get(name)
-        if handle is None or handle[1] >= 4096:
-            if handle is not None:
-                handle[0].close()
-            write_atomic(path, _mark(count), sync=False)
-            self._marks[name] = [open_private(path), 0]
-            return
-        handle[0].write(_mark(count))           # unbuffered: one system call
-        handle[1] += 1
+        """Note that ``count`` epochs of ``name`` were handed out (see :mod:`.marks`: no system
+        call after the first of a run; not fsynced: after a machine crash at most the epochs
+        since the last checkpoint are delivered again)."""
+        marks = self._marks.get(name)
+        if marks is None:
+            self._marks[name] = MarkFile(self._output_dir() / f"{name}.delivered", count)
+        else:
+            marks.write(count)
 
     def store_output(self, name: str, epoch: int, records: list) -> None:
         """Keep the records ``collect`` got at ``epoch``; a later call for the same epoch wins."""
@@ -444,8 +410,8 @@ class CheckpointStore:
             logs = list(self._logs.values())
         for log in logs:
             log.close()
-        for handle in self._marks.values():
-            handle[0].close()
+        for marks in self._marks.values():
+            marks.close()
         self._marks.clear()
         if self._lock_fd is not None:
             os.close(self._lock_fd)           # releases the lock
