@@ -117,7 +117,11 @@ class Worker:
                     elif tag == DATA:
                         send(index, action[1], action[2], action[3], action[4])
                     elif tag == CHECKPOINT:
-                        self.comp.on_snapshot(self, action[1], action[2], action[3])
+                        # Quiescent: the processes can start agreeing that every worker is,
+                        # while this one pickles its vertices (nothing runs in between).
+                        self.comp.on_quiescent(self, action[1])
+                        states, notifications = state.snapshot(action[1])
+                        self.comp.on_snapshot(self, action[1], states, notifications)
                 actions.clear()
             if state.frontier_moved:
                 state.frontier_moved = False

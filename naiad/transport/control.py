@@ -87,6 +87,7 @@ class ControlPlane:
         self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
         self._hello: Dict[int, tuple] = {}
         self._arrivals: Dict[str, Dict[int, Any]] = {}
+        self._arrived: Dict[str, Any] = {}       # barriers this process arrived at, not awaited
         self._arrival_cv = threading.Condition()
         self._ready = threading.Event()
         self._finished = threading.Event()
@@ -139,9 +140,19 @@ class ControlPlane:
         """Tell every peer that this process failed with ``exc``."""
         self._post(FAIL, exc)
 
-    def barrier(self, name: str, timeout: float, value: Any = None) -> Any:
-        """Wait until every process reached ``name``; returns process 0's ``value``."""
+    def arrive(self, name: str, value: Any = None) -> None:
+        """Tell every peer that this process reached barrier ``name`` (with ``value``), without
+        waiting: :meth:`barrier` with the same name then only waits."""
+        self._arrived[name] = value
         self._post(ARRIVE, (name, value))
+
+    def barrier(self, name: str, timeout: float, value: Any = None) -> Any:
+        """Wait until every process reached ``name``; returns process 0's ``value`` (the one
+        given to :meth:`arrive`, if this process arrived before)."""
+        if name in self._arrived:
+            value = self._arrived.pop(name)
+        else:
+            self._post(ARRIVE, (name, value))
         got = self._await(name, timeout)
         return value if self.process_index == 0 else got.get(0)
 
