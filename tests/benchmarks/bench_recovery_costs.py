@@ -87,28 +87,42 @@ def _run(root: Path, policy: Dict[str, Any]) -> Dict[str, Any]:
             "threads": threads, "taken": parts[0]["taken"]}
 
 
-def main() -> None:
+def measure(rounds: int = ROUNDS) -> Dict[str, List[Dict[str, Any]]]:
+    """``rounds`` runs of every policy, alternated: policy name -> runs."""
     root = Path(tempfile.mkdtemp(prefix="naiad-bench-recovery-costs-"))
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in POLICIES}
-    load = os.getloadavg()
     try:
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             for name, policy in POLICIES.items():
                 runs[name].append(_run(root, policy))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return runs
+
+
+def report(runs: Dict[str, List[Dict[str, Any]]]) -> List[str]:
+    """One line per policy: medians of time, ratio to "none" (per round), CPU, CPU by thread."""
     med = statistics.median
     base = runs["none"]
-    print(f"{EPOCHS} x {LINES} lines, 2 processes x 1 worker, {ROUNDS} rounds; load "
-          f"{load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+    lines = []
     for name, rs in runs.items():
         ratio = med(r["elapsed"] / b["elapsed"] - 1 for r, b in zip(rs, base)) * 100
         names = sorted({n for r in rs for n in r["threads"]})
-        threads = ", ".join(f"{n.replace('naiad-', '')} {med(r['threads'].get(n, 0.0) for r in rs) * 1e3:.0f}"
+        threads = ", ".join(f"{n.replace('naiad-', '')} "
+                            f"{med(r['threads'].get(n, 0.0) for r in rs) * 1e3:.0f}"
                             for n in names)
-        print(f"{name:>20}: {med(r['elapsed'] for r in rs):.3f} s ({ratio:+.1f}%), "
-              f"{med(r['taken'] for r in rs):.0f} checkpoints, CPU {med(r['cpu'] for r in rs):.3f} s"
-              f" (ms: {threads})")
+        lines.append(f"{name:>20}: {med(r['elapsed'] for r in rs):.3f} s ({ratio:+.1f}%), "
+                     f"{med(r['taken'] for r in rs):.0f} checkpoints, CPU "
+                     f"{med(r['cpu'] for r in rs):.3f} s (ms: {threads})")
+    return lines
+
+
+def main() -> None:
+    load = os.getloadavg()
+    runs = measure()
+    print(f"{EPOCHS} x {LINES} lines, 2 processes x 1 worker, {ROUNDS} rounds; load "
+          f"{load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+    print("\n".join(report(runs)))
 
 
 if __name__ == "__main__":
