@@ -229,6 +229,11 @@ class Computation:
         if self.coordinator is not None:
             self.coordinator.before_epoch(epoch)
 
+    def on_quiescent(self, worker, epoch: int) -> None:
+        """A worker is quiescent at a checkpoint boundary, about to snapshot (worker shell)."""
+        if self.coordinator is not None:
+            self.coordinator.on_quiescent(worker, epoch)
+
     def on_snapshot(self, worker, epoch: int, states, notifications) -> None:
         """A worker's vertex states at a checkpoint boundary (from the worker shell)."""
         if self.coordinator is not None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Dict
 
-__all__ = ["write_atomic", "write_files", "open_private"]
+__all__ = ["write_atomic", "write_files", "sync_dir", "open_private"]
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
@@ -46,10 +46,11 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
         _fsync_dir(path.parent)
 
 
-def write_files(directory: str, files: Dict[str, bytes]) -> None:
+def write_files(directory: str, files: Dict[str, bytes], sync_dir: bool = True) -> None:
     """Write each ``name -> data`` of ``files`` into ``directory`` durably, with as few system
     calls as that allows: each file through a temporary name, fsynced before the rename that
-    installs it, then the directory fsynced once for all the renames.  A directory created here
+    installs it, then the directory fsynced once for all the renames (unless ``sync_dir`` is
+    false: then the caller fsyncs it later, see :func:`sync_dir`).  A directory created here
     is made durable in its parent first.  (``write_atomic`` per file would fsync the directory
     once per file.)"""
     try:
@@ -71,6 +72,13 @@ def write_files(directory: str, files: Dict[str, bytes]) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, final)
+    if sync_dir:
+        _fsync_dir(Path(directory))
+
+
+def sync_dir(directory: str | os.PathLike) -> None:
+    """Make the entries of ``directory`` durable: every file renamed into it so far, by any
+    process of this machine (one fsync of the directory covers them all)."""
     _fsync_dir(Path(directory))
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from naiad import gcpolicy
 from naiad.flow import low_epoch
 from naiad.graph import LogicalGraph
-from naiad.messages import CHECKPOINT, DATA, PROGRESS
+from naiad.messages import CHECKPOINT, DATA, INPUT_EPOCH, PROGRESS
 from naiad.worker_state import Step, WorkerState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +44,9 @@ class Worker:
         self.inbox = fabric.inbox(local_index)
         self.meter = comp.meter_for(index)
         self.window = comp.window            # flow control at the inputs (None: off)
+        # The input logs keep the records of the epochs fed in memory: written (one system
+        # call for all of them) before this worker takes an epoch of input.
+        self.flush_inputs = comp.store.flush_inputs if comp.store is not None else None
         self.finished = False
         self.state = WorkerState(
             index, local_index, comp.workers, graph, reach,
@@ -114,7 +117,11 @@ class Worker:
                     elif tag == DATA:
                         send(index, action[1], action[2], action[3], action[4])
                     elif tag == CHECKPOINT:
-                        self.comp.on_snapshot(self, action[1], action[2], action[3])
+                        # Quiescent: the processes can start agreeing that every worker is,
+                        # while this one pickles its vertices (nothing runs in between).
+                        self.comp.on_quiescent(self, action[1])
+                        states, notifications = state.snapshot(action[1])
+                        self.comp.on_snapshot(self, action[1], states, notifications)
                 actions.clear()
             if state.frontier_moved:
                 state.frontier_moved = False
@@ -130,6 +137,8 @@ class Worker:
             gcpolicy.idle()
             msg = fabric.wait(local, _WAIT_SECONDS)
             if msg is not None:
+                if msg[0] == INPUT_EPOCH and self.flush_inputs is not None:
+                    self.flush_inputs()
                 state.handle(msg)
 
     def _take_inbox(self) -> None:
@@ -139,9 +148,12 @@ class Worker:
             for msg in self.fabric.receive(self.local_index):
                 handle(msg)
         inbox = self.inbox
+        flush = self.flush_inputs
         while not inbox.empty():
             try:
                 msg = inbox.get_nowait()
             except Empty:  # pragma: no cover - another reader cannot exist
                 break
+            if flush is not None and msg[0] == INPUT_EPOCH:
+                flush()
             handle(msg)

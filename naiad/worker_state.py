@@ -18,8 +18,9 @@ carried out; the shell drains the list after every event (no object is built per
 * ``(DATA, dest_worker, connector_id, time, records)``: send a batch to another worker;
 * ``(PROGRESS, updates)``: broadcast progress updates ``[((loc, time), delta), ...]`` to every
   other worker (this worker's own view has already applied them);
-* ``(CHECKPOINT, epoch, states, notifications)``: this worker's snapshot at a boundary, each
-  vertex state in the :mod:`naiad.recovery.snapshot` format.
+* ``(CHECKPOINT, epoch)``: this worker is quiescent at a checkpoint boundary; the shell says
+  so (the processes can start agreeing that every worker is) and then takes the snapshot,
+  :meth:`WorkerState.snapshot`, while that message travels.
 
 Vertex callbacks run inside the state machine (vertices are plain Python objects).  What the
 worker did can be reported to an optional ``meter`` (see :mod:`naiad.meter`), timed with the
@@ -260,7 +261,8 @@ class WorkerState:
         if self.pending or tracker.version != self._seen_version:
             return _BUSY             # new local work, or a view nobody has looked at yet
         if self.ckpt_epoch is not None and self.quiescent(self.ckpt_epoch):
-            self.snapshot(self.ckpt_epoch)
+            self.actions.append((CHECKPOINT, self.ckpt_epoch))
+            self.ckpt_epoch = None
         if tracker.is_empty() and not self.buffer:
             return _DONE
         return _IDLE
@@ -462,8 +464,10 @@ class WorkerState:
                 return False
         return True
 
-    def snapshot(self, epoch: int) -> None:
-        """Every vertex's checkpoint() and the engine's own state, as a CHECKPOINT action."""
+    def snapshot(self, epoch: int) -> Tuple[Dict[Any, Any], List[Tuple[int, int, Any]]]:
+        """Every vertex's checkpoint() and the engine's own state, and the pending notification
+        requests ``(worker, stage id, time)``: called by the shell for a CHECKPOINT action,
+        before this worker handles anything else."""
         if self.observers:
             self.observe()
         states: Dict[Any, Any] = {}
@@ -475,8 +479,7 @@ class WorkerState:
                 self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
         states["__naiad__"] = {"inputs": dict(self.input_epoch)}
         notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
-        self.ckpt_epoch = None
-        self.actions.append((CHECKPOINT, epoch, states, notifications))
+        return states, notifications
 
     # ---- errors and diagnostics -------------------------------------------------------------
     def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):

@@ -452,7 +452,7 @@ def test_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch, victim):
 def test_a_checkpoint_that_never_commits_keeps_the_input_log_of_the_previous_one(tmp_path,
                                                                                   monkeypatch):
     """Process 0 dies just before committing checkpoint 6 (with checkpoint_keep=1), after process
-    1 has passed the barrier.  The run resumes from checkpoint 3, so epochs 3..5 are recomputed;
+    1 has written its part.  The run resumes from checkpoint 3, so epochs 3..5 are recomputed;
     the source here gives different records on every attempt (as a live feed would), so only the
     input log can make the recomputed epochs equal what was delivered before the failure."""
     monkeypatch.setenv("NAIAD_FAULT", "checkpoint-commit:6:0")

@@ -7,7 +7,8 @@ the disk too.  These tests run a real checkpointing computation in this process,
 is read from ``/proc/self/fd``), and check the order:
 
 - every file of a checkpoint is fsynced before the rename that installs it;
-- every such rename precedes the manifest's rename;
+- every such rename precedes the manifest's rename, and the checkpoint directory is fsynced
+  between the last of them and the manifest's rename;
 - every input-log segment written before the checkpoint is fsynced before the manifest;
 - the checkpoint directory is fsynced after the manifest's rename, and its parent after the
   checkpoint directory is created.
@@ -121,6 +122,12 @@ def test_checkpoint_files_reach_the_disk_before_the_manifest(tmp_path, monkeypat
         # The checkpoint directory's own entry: its parent fsynced before the manifest.
         assert first(before, lambda e: e[0] == "fsync" and e[1] == str(root)) >= 0, \
             f"{root} is not fsynced after {base} is created"
+        # The parts' directory entries (written without a directory fsync of their own): the
+        # checkpoint directory fsynced after the last of them and before the manifest.
+        last_install = max(i for i, _ in installs)
+        assert first(before, lambda e: e[0] == "fsync" and e[1] == base,
+                     after=last_install) > last_install, \
+            f"{base} is not fsynced between its parts' renames and its manifest's"
         # The manifest's directory entry: the checkpoint directory fsynced after the rename.
         after = first(events, lambda e: e[0] == "fsync" and e[1] == base, after=m)
         assert after > m, f"{base} is not fsynced after its manifest is renamed into place"

@@ -118,7 +118,7 @@ class Net:
                     if other != w:
                         self.channels[w, other].append((PROGRESS, w, a[1]))
             elif a[0] == CHECKPOINT:
-                self.snapshots.append(a)
+                self.snapshots.append((CHECKPOINT, a[1], *self.workers[w].snapshot(a[1])))
         return actions
 
     def deliver(self, a: int, b: int) -> tuple:

@@ -2,11 +2,16 @@
 
 At a boundary epoch ``b`` every process asks its workers to quiesce: a worker whose view holds
 nothing but input capabilities at ``b`` and notification requests at later epochs knows, by the
-progress protocol's safety property, that nothing is in flight anywhere, and hands its vertex
-states (pickled) and pending notifications to the :class:`Coordinator`.  The processes then agree
-on the next boundary (process 0's proposal, through a barrier) and the inputs go on.  Writing the
-states, waiting until every process wrote its part and committing the manifest happen behind,
-in the :class:`~naiad.recovery.committer.Committer`'s thread.
+progress protocol's safety property, that nothing is in flight anywhere.  Once every worker of
+the process is, the process arrives at the boundary's barrier (with process 0's proposal for the
+next boundary), and while that message travels each worker pickles its vertex states and hands
+them, with its pending notifications, to the :class:`Coordinator` (a worker handles nothing
+else in between, so no message of a later epoch can reach a vertex before it is pickled).  When
+every process has arrived and this one's snapshots are in, the inputs go on.  Waiting
+until the subscribers have handed out the epochs before the boundary, writing the states, and
+committing the manifest once every process has written its part (process 0 waits for the
+others' word; they do not wait for each other) happen behind, in the
+:class:`~naiad.recovery.committer.Committer`'s thread.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Coordinator:
         self.clock = _time.monotonic()
         self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
         self._snapshots: dict = {}
+        self._quiescent = 0          # workers of this process quiescent at the boundary cut now
         self._cv = threading.Condition()
         self.committer = Committer(on_error=comp.fail)
         self.fingerprint = comp.graph.fingerprint()
@@ -99,6 +105,7 @@ class Coordinator:
         t0 = _time.monotonic()
         with self._cv:
             self._snapshots = {}
+            self._quiescent = 0
         for i in range(comp.workers_per_process):
             comp.fabric.post(i, (CHECKPOINT, epoch))
         with self._cv:
@@ -110,12 +117,20 @@ class Coordinator:
                 self._cv.wait(0.2)
             snaps = dict(self._snapshots)
         t1 = _time.monotonic()
-        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
-            sub.wait_delivered(epoch, self.bound)
         self.store.rotate_logs()
-        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound, self._propose_next(epoch))
+        nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound)  # arrived: on_quiescent
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
+
+    def on_quiescent(self, worker: Any, epoch: int) -> None:
+        """In a worker's thread, before it snapshots: once every worker of this process is
+        quiescent, this process arrives at the boundary's barrier (with its proposal for the
+        next boundary), so the message travels while the workers pickle their vertices."""
+        with self._cv:
+            self._quiescent += 1
+            last = self._quiescent == self.comp.workers_per_process
+        if last:
+            self.comp.fabric.arrive(f"checkpoint-{epoch}", self._propose_next(epoch))
 
     def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
         with self._cv:
@@ -126,6 +141,8 @@ class Coordinator:
         """In the committer's thread: this process's part, every part, then the manifest."""
         comp, store = self.comp, self.store
         cpu0 = _time.thread_time()
+        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
+            sub.wait_delivered(epoch, self.bound)
         states = {w: st for w, (st, _) in snaps.items()}
         notifications = [n for _, (_, ns) in snaps.items() for n in ns]
         open_inputs: Dict[int, int] = {}
@@ -134,7 +151,7 @@ class Coordinator:
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = self.fingerprint
         size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
-        comp.fabric.barrier(f"written-{epoch}", self.bound)
+        comp.fabric.gather(f"written-{epoch}", self.bound)    # only process 0 waits
         if comp.process_index == 0:
             store.commit(epoch, fingerprint)
         kept = store.epochs()[-store.keep:]

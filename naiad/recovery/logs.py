@@ -60,8 +60,12 @@ def _mac(key: bytes, epoch: int, payload: bytes) -> bytes:
 class EpochLog:
     """An append-only log of ``(epoch, records)`` in segment files ``<seq>.log``.
 
-    Appending costs one buffered write (no file is created per epoch, nothing is fsynced), so
-    the log survives the death of the process but not necessarily a power cut.  At a
+    Appending costs one write system call (no file is created per epoch, nothing is fsynced),
+    so the log survives the death of the process but not necessarily a power cut.  A
+    ``deferred`` log (the input log) keeps appended records in memory until :meth:`flush`,
+    which writes all of them in one system call: a worker calls it before it takes an epoch of
+    input, so a record is in the kernel before anything computed from it exists, at one write
+    per burst of epochs rather than one per epoch.  At a
     checkpoint boundary :meth:`rotate` closes the open segment (the next append opens a new
     one) and :meth:`seal`, when the checkpoint is written, fsyncs the segments closed so far,
     so that everything logged before a checkpoint is on disk with it.  Segments are
@@ -70,9 +74,11 @@ class EpochLog:
     fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
     """
 
-    def __init__(self, directory: Path, key: bytes):
+    def __init__(self, directory: Path, key: bytes, deferred: bool = False):
         self.dir = directory
         self.key = key
+        self.deferred = deferred
+        self._pending: List[bytes] = []       # appended, not yet written (deferred logs only)
         self._lock = threading.Lock()
         self._index: Optional[Dict[int, Tuple[Path, int, int, bytes]]] = None
         self._ranges: Dict[Path, Tuple[int, int]] = {}
@@ -80,6 +86,8 @@ class EpochLog:
         self._end = 0
         self._path: Any = None
         self._unsynced: List[Path] = []      # segments closed by rotate(), not yet fsynced
+        self._next_seq: Optional[int] = None  # number of the next segment (known after a listing)
+        self.high = -1                        # the highest epoch logged (once loaded)
 
     def _segments(self) -> List[Path]:
         if not self.dir.exists():
@@ -89,8 +97,11 @@ class EpochLog:
     def _load(self) -> Dict[int, Tuple[Path, int, int, bytes]]:
         if self._index is None:
             index: Dict[int, Tuple[Path, int, int, bytes]] = {}
-            for seg in self._segments():
+            segments = self._segments()
+            for seg in segments:
                 self._scan(seg, index)
+            self._next_seq = int(segments[-1].stem) + 1 if segments else 0
+            self.high = max(index, default=-1)
             self._index = index
         return self._index
 
@@ -121,32 +132,60 @@ class EpochLog:
         return offset
 
     def append(self, epoch: int, payload: bytes) -> None:
+        """Log ``payload`` for ``epoch``: one write system call (the segment is opened, and
+        its header written with the first record, after a :meth:`rotate`)."""
+        crc = _mac(self.key, epoch, payload)
+        record = _RECORD.pack(epoch, len(payload), crc) + payload
         with self._lock:
             index = self._load()
             if self._file is None:
-                segs = self._segments()
-                seq = int(segs[-1].stem) + 1 if segs else 0
+                seq = self._next_seq or 0
+                self._next_seq = seq + 1
                 self.dir.mkdir(parents=True, exist_ok=True)
                 self._path = self.dir / f"{seq:09d}.log"
                 self._file = open_private(self._path)
-                self._file.write(MAGIC)
-                self._end = self._file.tell()
-            offset = self._end
-            crc = _mac(self.key, epoch, payload)
-            record = _RECORD.pack(epoch, len(payload), crc) + payload
-            # One system call: each one lets a busy worker thread take the GIL, and getting it
-            # back can take a switch interval (5 ms), which would slow the feeding of inputs.
-            written = self._file.write(record)
-            while written < len(record):       # pragma: no cover - short writes are rare
-                written += self._file.write(record[written:])
-            self._end = offset + len(record)
-            index[epoch] = (self._path, offset + _RECORD.size, len(payload), crc)
-            low, high = self._ranges.get(self._path, (epoch, epoch))
-            self._ranges[self._path] = (min(low, epoch), max(high, epoch))
+                self._end = 0
+                record = MAGIC + record
+            path = self._path
+            if self.deferred:
+                self._pending.append(record)
+            else:
+                self._write(record)
+            self._end += len(record)
+            index[epoch] = (path, self._end - len(payload), len(payload), crc)
+            if epoch > self.high:
+                self.high = epoch
+            low, high = self._ranges.get(path, (epoch, epoch))
+            self._ranges[path] = (min(low, epoch), max(high, epoch))
+
+    def _write(self, data: bytes) -> None:
+        """One system call (the lock is held): each one lets a busy worker thread take the GIL,
+        and getting it back can take a switch interval (5 ms)."""
+        written = self._file.write(data)
+        while written < len(data):       # pragma: no cover - short writes are rare
+            written += self._file.write(data[written:])
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+            self._pending = []
+            self._write(data)
+
+    def flush(self) -> None:
+        """Write the records appended and not yet written (a deferred log), in one system call."""
+        if self._pending:
+            with self._lock:
+                self._write_pending()
+
+    def may_hold(self, epoch: int) -> bool:
+        """False when ``epoch`` is surely not logged (above every epoch logged): lets the feeding
+        of a fresh input skip :meth:`read`."""
+        return self._index is None or epoch <= self.high
 
     def read(self, epoch: int) -> Tuple[bool, Any]:
         """``(True, records)`` if ``epoch`` is logged intact, else ``(False, None)``."""
         with self._lock:
+            self._write_pending()
             entry = self._load().get(epoch)
         if entry is None:
             return False, None
@@ -181,6 +220,7 @@ class EpochLog:
         this keeps the epochs before it in segments of their own, to be pruned together."""
         with self._lock:
             if self._file is not None:
+                self._write_pending()
                 self._file.close()
                 self._unsynced.append(self._path)
                 self._file = None
@@ -193,6 +233,7 @@ class EpochLog:
         with self._lock:
             paths, self._unsynced = self._unsynced, []
             if not paths and self._file is not None:
+                self._write_pending()
                 self._file.flush()
                 fd = os.dup(self._file.fileno())
             else:
@@ -236,5 +277,6 @@ class EpochLog:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
+                self._write_pending()
                 self._file.close()
                 self._file = None

@@ -29,15 +29,15 @@ import shutil
 import signal
 import threading
 import warnings
-import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.marks import MarkFile, read_count
 from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.errors import NaiadError
-from naiad.files import open_private, write_atomic, write_files
+from naiad.files import sync_dir, write_atomic, write_files
 from naiad.recovery import snapshot
 from naiad.progress.timestamp import Timestamp
 
@@ -105,19 +105,6 @@ def _remove_all(paths: List[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _mark(count: int) -> bytes:
-    """One delivery mark: the count and the CRC-32 of its digits."""
-    return f"{count} {zlib.crc32(str(count).encode()):08x}\n".encode()
-
-
-def _parse_mark(line: str) -> Optional[int]:
-    """The count of an intact mark, else None."""
-    digits, _, crc = line.partition(" ")
-    if not digits.isdigit() or crc != f"{zlib.crc32(digits.encode()):08x}":
-        return None
-    return int(digits)
-
-
 class CheckpointLayoutError(NaiadError):
     """A checkpoint was taken by another dataflow, or with another number of processes or
     workers than this run's: a restart cannot cure it, so it is never retried."""
@@ -139,13 +126,14 @@ class CheckpointStore:
         self.key = directory_key(self.root)
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
-        self._marks: Dict[str, Any] = {}
+        self._marks: Dict[str, MarkFile] = {}
+        self._inputs: Dict[str, EpochLog] = {}
 
-    def _log(self, directory: Path) -> EpochLog:
+    def _log(self, directory: Path, deferred: bool = False) -> EpochLog:
         with self._logs_lock:
             log = self._logs.get(directory)
             if log is None:
-                log = self._logs[directory] = EpochLog(directory, self.key)
+                log = self._logs[directory] = EpochLog(directory, self.key, deferred)
             return log
 
     # ---- writing a checkpoint ------------------------------------------------------------------
@@ -167,8 +155,9 @@ class CheckpointStore:
 
         First the input logs and collected outputs appended before the boundary are made
         durable, so a committed checkpoint never depends on data that a power cut could lose.
-        The files go into the checkpoint's directory in one :func:`write_files` (each file
-        fsynced before its rename, the directory once after them)."""
+        The files go into the checkpoint's directory in one :func:`write_files`, each fsynced
+        before its rename; the directory itself is fsynced once for every process's files, by
+        process 0 in :meth:`commit`, before the manifest."""
         with self._logs_lock:
             logs = list(self._logs.values())
         for log in logs:
@@ -190,13 +179,15 @@ class CheckpointStore:
         data = json.dumps(part, sort_keys=True).encode()
         out[f"proc-{self.process}.json"] = data     # last: it names the files before it
         fault_point(self.root, "checkpoint-write", epoch, self.process)
-        write_files(base, out)
+        write_files(base, out, sync_dir=False)
         return total + len(data)
 
     def commit(self, epoch: int, fingerprint: str) -> None:
-        """Process 0, once every part is durable: write the manifest, then prune old ones."""
+        """Process 0, once every process has written its part: make the parts' directory
+        entries durable, write the manifest, then prune old checkpoints."""
         fault_point(self.root, "checkpoint-commit", epoch, self.process)
         base = self.ckpt_dir(epoch)
+        sync_dir(base)       # every part's rename is durable before the manifest names it
         parts = {}
         for p in range(self.processes):
             data = (base / f"proc-{p}.json").read_bytes()
@@ -341,13 +332,29 @@ class CheckpointStore:
     def _input_dir(self, name: str) -> Path:
         return self.root / "inputs" / f"proc-{self.process}" / name
 
+    def _input_log(self, name: str) -> EpochLog:
+        log = self._inputs.get(name)
+        if log is None:
+            log = self._inputs[name] = self._log(self._input_dir(name), deferred=True)
+        return log
+
     def log_input(self, name: str, epoch: int, records: list) -> None:
-        """Record the records of one epoch of an input before they are fed (see EpochLog)."""
-        self._log(self._input_dir(name)).append(epoch, _dumps(records))
+        """Record the records of one epoch of an input before they are fed: in memory, written
+        by :meth:`flush_inputs` before a worker takes the epoch (see EpochLog)."""
+        self._input_log(name).append(epoch, _dumps(records))
+
+    def flush_inputs(self) -> None:
+        """Write what the input logs hold in memory (a worker is about to take an epoch of
+        input: nothing may be computed from a record that a killed process would lose)."""
+        for log in tuple(self._inputs.values()):
+            log.flush()
 
     def logged_input(self, name: str, epoch: int) -> Optional[list]:
         """The records logged for ``epoch`` of input ``name``, or None."""
-        ok, records = self._log(self._input_dir(name)).read(epoch)
+        log = self._input_log(name)
+        if not log.may_hold(epoch):
+            return None
+        ok, records = log.read(epoch)
         return records if ok else None
 
     def prune_inputs(self, below: int) -> None:
@@ -372,39 +379,17 @@ class CheckpointStore:
 
     def delivered(self, name: str) -> int:
         """How many epochs of subscription ``name`` were handed out (0 if none)."""
-        path = self._output_dir() / f"{name}.delivered"
-        try:
-            text = path.read_text()
-        except OSError:
-            return 0
-        lines = text.split("\n")[:-1]                    # complete lines only
-        for n, line in reversed(list(enumerate(lines, 1))):
-            count = _parse_mark(line)
-            if count is not None:
-                return count
-            # A damaged mark (a flipped digit could claim epochs never handed out): use the
-            # one before it, so an epoch may be delivered again but none is skipped.
-            warnings.warn(f"delivery mark {path}:{n} is damaged ({line[:40]!r}); using the "
-                          "one before it", CheckpointWarning, stacklevel=2)
-        return 0
+        return read_count(self._output_dir() / f"{name}.delivered")
 
     def mark_delivered(self, name: str, count: int) -> None:
-        """Note that ``count`` epochs of ``name`` were handed out: one line appended to a file.
-
-        Not fsynced (it must outlive the process, not a power cut: after a machine crash at most
-        the epochs since the last checkpoint are delivered again).  The file is rewritten, short,
-        at the first mark of each run and every 4096 marks."""
-        path = self._output_dir() / f"{name}.delivered"
-        handle = self._marks.get(name)
-        if handle is None or handle[1] >= 4096:
-            if handle is not None:
-                handle[0].close()
-            write_atomic(path, _mark(count), sync=False)
-            self._marks[name] = [open_private(path, buffering=-1), 0]
-            return
-        handle[0].write(_mark(count))
-        handle[0].flush()
-        handle[1] += 1
+        """Note that ``count`` epochs of ``name`` were handed out (see :mod:`.marks`: no system
+        call after the first of a run; not fsynced: after a machine crash at most the epochs
+        since the last checkpoint are delivered again)."""
+        marks = self._marks.get(name)
+        if marks is None:
+            self._marks[name] = MarkFile(self._output_dir() / f"{name}.delivered", count)
+        else:
+            marks.write(count)
 
     def store_output(self, name: str, epoch: int, records: list) -> None:
         """Keep the records ``collect`` got at ``epoch``; a later call for the same epoch wins."""
@@ -425,8 +410,8 @@ class CheckpointStore:
             logs = list(self._logs.values())
         for log in logs:
             log.close()
-        for handle in self._marks.values():
-            handle[0].close()
+        for marks in self._marks.values():
+            marks.close()
         self._marks.clear()
         if self._lock_fd is not None:
             os.close(self._lock_fd)           # releases the lock

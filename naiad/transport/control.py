@@ -7,7 +7,8 @@ ZeroMQ's own heartbeats run on the control connections (in its I/O thread, witho
 peer that is stopped or gone is disconnected, and if it did not say goodbye (DONE) within a
 grace period it is reported as a :class:`naiad.RemoteFailure`.  A failure of this process is
 relayed to every peer (FAIL), which reports it through its hooks as a RemoteFailure of this
-process.  Barriers (ARRIVE) return process 0's value.  The data plane
+process.  Barriers (ARRIVE) return process 0's value; a gather is an ARRIVE sent to process 0
+alone, which waits for every other process's while they go on.  The data plane
 (:mod:`naiad.transport.zmq_fabric`) sends no control messages and this module no batches.
 """
 
@@ -33,6 +34,7 @@ __all__ = ["ControlPlane", "connect_push", "HELLO", "FAIL", "DONE", "ARRIVE"]
 
 # Control frame tags.
 HELLO, FAIL, DONE, ARRIVE = b"H", b"F", b"E", b"A"
+ARRIVE_AT_ZERO = b"a"     # queued for the communication thread only: sent as ARRIVE to process 0
 _GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (its DONE)
 
 
@@ -85,6 +87,7 @@ class ControlPlane:
         self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
         self._hello: Dict[int, tuple] = {}
         self._arrivals: Dict[str, Dict[int, Any]] = {}
+        self._arrived: Dict[str, Any] = {}       # barriers this process arrived at, not awaited
         self._arrival_cv = threading.Condition()
         self._ready = threading.Event()
         self._finished = threading.Event()
@@ -137,16 +140,39 @@ class ControlPlane:
         """Tell every peer that this process failed with ``exc``."""
         self._post(FAIL, exc)
 
-    def barrier(self, name: str, timeout: float, value: Any = None) -> Any:
-        """Wait until every process reached ``name``; returns process 0's ``value``."""
+    def arrive(self, name: str, value: Any = None) -> None:
+        """Tell every peer that this process reached barrier ``name`` (with ``value``), without
+        waiting: :meth:`barrier` with the same name then only waits."""
+        self._arrived[name] = value
         self._post(ARRIVE, (name, value))
+
+    def barrier(self, name: str, timeout: float, value: Any = None) -> Any:
+        """Wait until every process reached ``name``; returns process 0's ``value`` (the one
+        given to :meth:`arrive`, if this process arrived before)."""
+        if name in self._arrived:
+            value = self._arrived.pop(name)
+        else:
+            self._post(ARRIVE, (name, value))
+        got = self._await(name, timeout)
+        return value if self.process_index == 0 else got.get(0)
+
+    def gather(self, name: str, timeout: float) -> None:
+        """Process 0 waits until every other process reached ``name``; the others only tell
+        process 0 that they did, and go on at once."""
+        if self.process_index != 0:
+            self._post(ARRIVE_AT_ZERO, (name, None))
+        else:
+            self._await(name, timeout)
+
+    def _await(self, name: str, timeout: float) -> Dict[int, Any]:
+        """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
         with self._arrival_cv:
             while True:
                 got = self._arrivals.get(name, {})
                 if len(got) >= self.processes - 1:
                     del self._arrivals[name]
-                    return value if self.process_index == 0 else got.get(0)
+                    return got
                 self.hooks.check_failed()
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -226,6 +252,9 @@ class ControlPlane:
                     self._send_all(FAIL, dump_failure(value, self.process_index))
                 elif tag == ARRIVE:
                     self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
+                elif tag == ARRIVE_AT_ZERO:
+                    self._push[0].send_multipart([ARRIVE, self.process_index.to_bytes(4, "little"),
+                                                  pickle.dumps(value, protocol=5)])
                 elif tag == DONE and not sent_done:
                     sent_done = True
                     self._send_all(DONE, b"")

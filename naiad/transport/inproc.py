@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 from queue import Empty, SimpleQueue
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["LocalFabric"]
 
@@ -32,6 +32,7 @@ class LocalFabric:
         self.progress_bytes = 0
         # Measuring bytes costs a pickle per broadcast: only for benchmarks.
         self._measure = os.environ.get("NAIAD_PROGRESS_STATS") == "1"
+        self._arrived: Dict[str, Any] = {}
 
     def inbox(self, local_index: int) -> SimpleQueue:
         return self.inboxes[local_index]
@@ -69,9 +70,16 @@ class LocalFabric:
         """Deliver a control message (input, close, stop) to one local worker."""
         self.inboxes[local_index].put(msg)
 
+    def arrive(self, name: str, value=None) -> None:
+        """Reach barrier ``name`` without waiting (no other process: only ``value`` is kept)."""
+        self._arrived[name] = value
+
     def barrier(self, name: str, timeout: float, value=None):
         """Wait until every process reached ``name``; returns process 0's ``value``."""
-        return value
+        return self._arrived.pop(name, value)
+
+    def gather(self, name: str, timeout: float) -> None:
+        """Process 0 waits until every other process reached ``name`` (there is none)."""
 
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
         """Stop every worker (there is no other process to tell about ``relay``)."""

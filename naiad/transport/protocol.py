@@ -67,6 +67,16 @@ class Fabric(Protocol):
         """Wait until every process reached ``name`` (bounded); returns process 0's value."""
         ...
 
+    def arrive(self, name: str, value: Any = None) -> None:
+        """Reach barrier ``name`` without waiting (``barrier(name, ...)`` then only waits and
+        returns process 0's value given here)."""
+        ...
+
+    def gather(self, name: str, timeout: float) -> None:
+        """Process 0 waits until every other process reached ``name`` (bounded); the others
+        tell process 0 and return at once (no round trip)."""
+        ...
+
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
         """Stop every local worker; tell the other processes ``relay`` (this process's own
         failure) when given."""

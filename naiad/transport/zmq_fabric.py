@@ -335,6 +335,16 @@ class ZmqFabric:
         assert self.control is not None
         return self.control.barrier(name, timeout, value)
 
+    def arrive(self, name: str, value=None) -> None:
+        """Reach barrier ``name`` without waiting; :meth:`barrier` then only waits."""
+        assert self.control is not None
+        self.control.arrive(name, value)
+
+    def gather(self, name: str, timeout: float) -> None:
+        """Process 0 waits until every other process reached ``name``; the others go on."""
+        assert self.control is not None
+        self.control.gather(name, timeout)
+
     def close(self) -> None:
         """Tell the peers this process is done, wait (bounded) for theirs, release sockets."""
         if self._closed:

@@ -1,0 +1,157 @@
+"""Committing a checkpoint: process 0 waits for every part, and the input log reopens cleanly.
+
+* Only process 0 waits before the manifest: the others send word that their part is written
+  and go on.  A process whose part is slow to write must still be waited for: the manifest of a
+  checkpoint is never written before every part is there (the run below would fail and restart
+  if process 0 committed early, since the manifest lists every part's hash).
+* The input log knows the segments already on disk when a run reopens it: a logged epoch is
+  replayed, and new epochs go to a new segment after the existing ones (never appended to an
+  old one), all readable afterwards.
+* Delivery marks, written through a memory map, are in the file at once, and a line torn by a
+  kill falls back to the count before it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import time
+import zlib
+from typing import Dict, List
+
+import pytest
+
+import naiad
+import stages
+from naiad.recovery.logs import CheckpointWarning, EpochLog
+from naiad.recovery.marks import LINE, MarkFile, read_count
+from naiad.recovery.store import CheckpointStore
+from samples.wordcount_vertex import count_words
+from samples.wordcount_vertex import words as words_of
+
+SEED = 20261125
+
+
+class Totals(naiad.Vertex):
+    """(word, n) per epoch in, (word, total so far) out: state that every checkpoint carries."""
+
+    def __init__(self):
+        super().__init__()
+        self.totals: Dict[str, int] = {}
+        self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
+
+    def on_recv_batch(self, edge, messages, time):
+        if time not in self.pending:
+            self.pending[time] = {}
+            self.notify_at(time)
+        for word, n in messages:
+            self.pending[time][word] = self.pending[time].get(word, 0) + n
+
+    def on_notify(self, time):
+        counts = self.pending.pop(time)
+        for word, n in counts.items():
+            self.totals[word] = self.totals.get(word, 0) + n
+        self.send_batch_by(0, [(w, self.totals[w]) for w in counts], time)
+
+
+def oracle(epochs: List[List[str]]) -> Dict[int, list]:
+    totals: Dict[str, int] = collections.Counter()
+    out = {}
+    for e, lines in enumerate(epochs):
+        counts = collections.Counter(w for line in lines for w in words_of(line))
+        totals.update(counts)
+        out[e] = sorted((w, totals[w]) for w in counts)
+    return out
+
+
+def test_process_0_commits_only_once_every_part_is_written(tmp_path):
+    rng = random.Random(SEED)
+    vocab = [f"w{i}" for i in range(40)]
+    epochs = [[" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(8)]
+              for _ in range(12)]
+    ckpt = tmp_path / "ckpt"
+
+    def program(comp):
+        with open(tmp_path / f"starts-{comp.process_index}", "a") as f:
+            f.write("start\n")
+        inp = comp.new_input(name="lines")
+        totals = stages.unary(count_words(comp, inp.stream), Totals,
+                              partition_by=lambda wc: wc[0], name="totals")
+        got = totals.collect()
+        comp.activate()
+        early: List[int] = []
+        if comp.process_index == 1:
+            store = comp.store
+            write_part = store.write_part
+
+            def slow_write_part(epoch, *args):
+                time.sleep(0.3)          # a slow disk, in process 1 only
+                if (store.ckpt_dir(epoch) / "MANIFEST.json").exists():
+                    early.append(epoch)
+                return write_part(epoch, *args)
+            store.write_part = slow_write_part
+        for lines in epochs:
+            inp.on_next(lines[comp.process_index::2])
+        inp.on_completed()
+        comp.join(timeout=60)
+        return got.results, early
+
+    parts = naiad.execute(program, processes=2, checkpoint_dir=str(ckpt), checkpoint_every=3,
+                          checkpoint_keep=10)
+    assert [(tmp_path / f"starts-{p}").read_text().split() for p in (0, 1)] == [["start"]] * 2
+    assert all(not early for _, early in parts)
+    merged = {e: sorted(r for results, _ in parts for r in results.get(e, []))
+              for e in range(len(epochs))}
+    assert merged == oracle(epochs)
+    committed = sorted(int(d.name[5:]) for d in ckpt.glob("ckpt-*")
+                       if (d / "MANIFEST.json").exists())
+    assert committed == [3, 6, 9]
+    for boundary in committed:
+        manifest = json.loads((ckpt / f"ckpt-{boundary:09d}" / "MANIFEST.json").read_bytes())
+        assert sorted(manifest["parts"]) == ["0", "1"]
+
+
+def test_a_reopened_input_log_replays_and_appends_after_its_segments(tmp_path):
+    rng = random.Random(SEED + 1)
+    epochs = [[rng.randrange(1000) for _ in range(rng.randrange(1, 20))] for _ in range(9)]
+    root = tmp_path / "ckpt"
+    first = CheckpointStore(root, 0, 1)
+    for e in range(6):
+        if e == 3:
+            first.rotate_logs()          # a checkpoint boundary: a second segment
+        first.log_input("numbers", e, epochs[e])
+    first.close()
+
+    second = CheckpointStore(root, 0, 1)
+    assert [second.logged_input("numbers", e) for e in range(7)] == epochs[:6] + [None]
+    for e in range(6, 9):
+        second.log_input("numbers", e, epochs[e])
+    second.close()
+
+    segments = sorted(p.name for p in (root / "inputs" / "proc-0" / "numbers").glob("*.log"))
+    assert segments == ["000000000.log", "000000001.log", "000000002.log"]
+    log = EpochLog(root / "inputs" / "proc-0" / "numbers", second.key)
+    assert log.items() == dict(enumerate(epochs))
+    assert not log.may_hold(9) and log.may_hold(8)
+
+
+def test_delivery_marks_survive_a_kill_and_a_torn_line(tmp_path):
+    """Marks are written into a memory map: they must be in the file without a close (the
+    process may be killed), and a line torn by a kill mid-write leaves the count before it."""
+    path = tmp_path / "out.delivered"
+    marks = MarkFile(path, 0)
+    counts = list(range(1, 1 + random.Random(SEED + 2).randrange(5, 50)))
+    for n in counts:
+        marks.write(n)
+        assert read_count(path) == n              # visible to another reader at once
+    data = bytearray(path.read_bytes())
+    newest = (counts[-1] % 2) * LINE
+    data[newest + 5:newest + 12] = b"9999999"     # torn: half a new count over the old one
+    path.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match="delivery mark .* is damaged"):
+        assert read_count(path) == counts[-1] - 1
+    marks.close()
+    legacy = tmp_path / "legacy.delivered"        # one line per delivery, an earlier release
+    legacy.write_text("".join(f"{n} {zlib.crc32(str(n).encode()):08x}\n" for n in counts))
+    assert read_count(legacy) == counts[-1]
