@@ -91,14 +91,26 @@ def rendezvous_timeout(options: Dict[str, Any]) -> float:
     return float(options.get("connect_timeout", 30))
 
 
+MALLOC_ARENAS = "1"
+"""glibc's ``MALLOC_ARENA_MAX`` for the children, unless the environment sets it.  glibc gives
+each new thread its own malloc arena, so a worker thread's first numpy arrays all come from
+fresh pages (a page fault per 4 KB), while the memory the program's main thread used and freed
+to read its input sits unused in the main arena.  Building the first index of a PageRank's
+edges took 3.8 ms of CPU in a new thread against 1.4 ms with one arena (its first spread 2.2
+against 0.9 ms).  Python allocates under the GIL and numpy's large arrays are few, so the one
+arena's lock is not contended; Arrow's buffers come from its own allocator."""
+
+
 def _child_env() -> Dict[str, str]:
     """The children import exactly what this process can: its sys.path, in order (an entry ''
     is this process's working directory, resolved now), and nothing else: they start with -P,
     so the launcher's working directory is not put first (a stray cloudpickle.py there would
-    otherwise be imported by every child)."""
+    otherwise be imported by every child).  They share one malloc arena between their threads
+    (:data:`MALLOC_ARENAS`) unless ``MALLOC_ARENA_MAX`` is set."""
     env = dict(os.environ)
     paths = [os.path.abspath(p or os.getcwd()) for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
     return env
 
 

@@ -112,3 +112,14 @@ def test_children_exit_as_soon_as_their_launcher_is_killed(tmp_path):
             launcher.kill()
         for c in children(launcher.pid):
             os.kill(c, signal.SIGKILL)
+
+
+def _arenas(comp):
+    return os.environ.get("MALLOC_ARENA_MAX")
+
+
+def test_children_share_one_malloc_arena_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert naiad.execute(_arenas, processes=2) == ["1", "1"]
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert naiad.execute(_arenas, processes=2) == ["4", "4"]

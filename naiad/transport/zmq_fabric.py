@@ -32,13 +32,19 @@ from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
-from naiad.transport.wire import decode, encode
+from naiad.transport.wire import decode, encode, prepare
 from naiad.transport.zap import ZapHandler
 
 __all__ = ["ZmqFabric"]
 
 BATCH = b"D"         # the frame tag of a message of batches and progress updates
 _ITEMS_BEFORE_FLUSH = 64
+COPY_BELOW = 1 << 20
+"""Bytes: a message smaller than this is copied into ZeroMQ when sent.  A frame sent without a
+copy must stay alive until libzmq has sent it, which pyzmq learns through its garbage-collector
+thread (started on the first such send, then woken once per frame to drop the reference): a
+thread wake-up and a turn of the GIL per message, against a copy of 20-50 us for a few hundred
+KB.  Larger messages (whole tables of edges) are sent without a copy."""
 
 
 def _bind_address(host_port: str) -> str:
@@ -143,6 +149,7 @@ class ZmqFabric:
             poller.register(sock, zmq.POLLIN)
             poller.register(self._worker_wake[i][0], zmq.POLLIN)
             self._pollers.append(poller)
+        prepare()           # the codec's first-use costs, before the first message
         if rendezvous is not None:
             endpoints = list(rendezvous(me))
         else:
@@ -296,7 +303,7 @@ class ZmqFabric:
         if records:
             self._flush_at[dst] = max(64, MESSAGE_BYTES * records // max(size, 1))
         frames: List[Any] = [BATCH, payload, *buffers]
-        copy = not buffers and len(payload) < 65536
+        copy = size < COPY_BELOW
         try:
             sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
         except zmq.Again:
