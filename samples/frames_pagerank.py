@@ -62,13 +62,17 @@ def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Compu
     exchanges by ``src`` and ``node`` inside :func:`pagerank` then keep every row in its
     process, and recall the rows' workers instead of hashing them again."""
     src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
     ids = np.arange(nodes, dtype=np.int64)
+    everything = pa.table({"src": np.concatenate([src, ids]),
+                           "dst": np.concatenate([np.asarray(dst, np.int64), ids])})
+    kept = frames.share(everything, "src", comp)       # the self edges are the last rows
+    selfs = int(np.count_nonzero(frames.owned(pa.table({"node": ids}), "node", comp)))
     degree = np.bincount(src, minlength=nodes).astype(np.float64)
-    edges = pa.table({"src": np.concatenate([src, ids]), "dst": np.concatenate([dst, ids]),
-                      "w": np.concatenate([1.0 / degree[src], np.zeros(nodes)])})
+    mine = kept.column("src").to_numpy()[:kept.num_rows - selfs]
+    edges = kept.append_column("w", pa.array(np.concatenate([1.0 / degree[mine],
+                                                             np.zeros(selfs)])))
     ranks = pa.table({"node": ids, "rank": np.full(nodes, 1.0 / nodes)})
-    return frames.share(edges, "src", comp), frames.share(ranks, "node", comp)
+    return edges, frames.share(ranks, "node", comp)
 
 
 def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
