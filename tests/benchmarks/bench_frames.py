@@ -133,7 +133,7 @@ def pagerank_rows(name: str, labelled: Sequence[Tuple[object, object]], repeat: 
     return rows
 
 
-def bench_pagerank(repeat: int = 5) -> None:
+def bench_pagerank(repeat: int = 9) -> None:
     from samples.debian import real_graph
     labelled, what = real_graph()
     load = [os.getloadavg()[0]]
@@ -147,7 +147,7 @@ def bench_pagerank(repeat: int = 5) -> None:
     body += (f"\n\n{what}; RMAT scale {SCALE}: 65,536 nodes, 1,048,576 edges (duplicates "
              f"kept). {ITERATIONS} iterations. Frames: samples.frames_pagerank (each process feeds the "
              "edges whose src its own workers own and the ranks of its own nodes, by "
-             "frames.owned, so no edge crosses processes; per iteration FrameStream.spread "
+             "frames.share, so no edge crosses processes and the first split recalls the rows' workers; per iteration FrameStream.spread "
              "along the entered edges, then a map_batches for the damping), "
              f"2 processes x 1 worker, medians of {repeat}: from the moment the last process "
              "has fed its inputs to the moment the last one has its ranks delivered to a "
