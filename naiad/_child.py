@@ -21,8 +21,8 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import (ENDPOINT, ENDPOINTS, RESULT, MessageReader, bind_cpus,
-                          rendezvous_timeout, send_message)
+from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
+from naiad.placement import bind_cpus
 
 
 class LinkRendezvous:
