@@ -22,6 +22,7 @@ from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
 from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
+from naiad.placement import bind_cpus
 
 
 class LinkRendezvous:
@@ -92,6 +93,8 @@ def main(argv) -> int:
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous
+        if options.get("pin_cpus", True):
+            bind_cpus(index, processes, workers)      # before any worker or ZeroMQ thread
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
         _stop_on_sigterm(comp)
         result = ("ok", run_program(program, comp), "")

@@ -117,6 +117,9 @@ OPTIONS: Dict[str, Tuple[Any, Callable[[str, Any], None], bool, str]] = {
     "progress": (None, _BOOL, True, "progress in the terminal (execute, naiad.spark.execute)"),
     "send_timeout": (300.0, _number(True), False,
                      "seconds a worker waits to send to a worker that does not drain its queue"),
+    "pin_cpus": (True, _BOOL, False,
+                 "bind each process started by execute to CPUs of its own when there are "
+                 "enough for every worker"),
     "max_epochs_in_flight": (16, _integer(1), True,
                              "on_next blocks while this many epochs are fed and not complete "
                              "(None: no bound)"),

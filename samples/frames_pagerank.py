@@ -11,7 +11,7 @@ passed on; ranks start at ``1 / N``), with integer node ids ``0 .. N-1``:
 One iteration is ``ranks.spread(loop.enter(edges), on="node", weight="w")`` (each rank sent
 along the out-edges of its node, times ``w``, and summed per target) and a ``map_batches``
 for the damping.  Each process feeds the edges whose ``src`` its own workers own and the
-ranks of its own nodes (:func:`owned_tables`, by ``frames.owned``), so no edge crosses
+ranks of its own nodes (:func:`owned_tables`, by ``frames.share``), so no edge crosses
 processes; the edges are indexed once per epoch (:mod:`linq.frames.spread`) and only partial
 sums of the ranks travel each iteration.
 :func:`power_iteration` is the scipy.sparse oracle.
@@ -56,21 +56,23 @@ def numbered(edges: Iterable[Tuple[object, object]]) -> Tuple[List[Tuple[int, in
 
 def owned_tables(src: np.ndarray, dst: np.ndarray, nodes: int, comp: naiad.Computation
                  ) -> Tuple[pa.Table, pa.Table]:
-    """This process's share of the input, read by ownership (``frames.owned``): the edges
-    ``(src, dst, w)`` whose ``src`` its workers own, with ``w = 1 / outdegree(src)`` (every
-    out-edge of an owned node is here, so the degree is counted locally), the zero-weight self
-    edges of the nodes it owns, and their initial ranks ``(node, rank)``.  The exchanges by
-    ``src`` and ``node`` inside :func:`pagerank` then keep every row in its process."""
+    """This process's share of the input, read by ownership (``frames.share``): the edges
+    ``(src, dst, w)`` whose ``src`` its workers own, with ``w = 1 / outdegree(src)``, the
+    zero-weight self edges of the nodes it owns, and their initial ranks ``(node, rank)``.  The
+    exchanges by ``src`` and ``node`` inside :func:`pagerank` then keep every row in its
+    process, and recall the rows' workers instead of hashing them again."""
     src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
-    keep = frames.owned(pa.table({"src": src}), "src", comp)
-    src, dst = src[keep], dst[keep]
     ids = np.arange(nodes, dtype=np.int64)
-    mine = ids[frames.owned(pa.table({"node": ids}), "node", comp)]
+    everything = pa.table({"src": np.concatenate([src, ids]),
+                           "dst": np.concatenate([np.asarray(dst, np.int64), ids])})
+    kept = frames.share(everything, "src", comp)       # the self edges are the last rows
+    selfs = int(np.count_nonzero(frames.owned(pa.table({"node": ids}), "node", comp)))
     degree = np.bincount(src, minlength=nodes).astype(np.float64)
-    edges = pa.table({"src": np.concatenate([src, mine]), "dst": np.concatenate([dst, mine]),
-                      "w": np.concatenate([1.0 / degree[src], np.zeros(len(mine))])})
-    return edges, pa.table({"node": mine, "rank": np.full(len(mine), 1.0 / nodes)})
+    mine = kept.column("src").to_numpy()[:kept.num_rows - selfs]
+    edges = kept.append_column("w", pa.array(np.concatenate([1.0 / degree[mine],
+                                                             np.zeros(selfs)])))
+    ranks = pa.table({"node": ids, "rank": np.full(nodes, 1.0 / nodes)})
+    return edges, frames.share(ranks, "node", comp)
 
 
 def pagerank(ranks: frames.FrameStream, edges: frames.FrameStream, nodes: int,
@@ -94,7 +96,9 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
     ``timings`` has the seconds from the program's start to ``activate`` returning
     (``"setup"``: its edge table, the graph, the handshake between processes), from the
     inputs being fed to the ranks delivered (``"iterations"``), and from its start to ``join``
-    returning (``"program"``)."""
+    returning (``"program"``); ``"fed_at"`` and ``"done_at"`` are the ``time.perf_counter()``
+    of the inputs fed and of the ranks delivered (the machine's monotonic clock: comparable
+    between the processes of one machine)."""
     def run(comp: naiad.Computation) -> Tuple[Dict[str, float], np.ndarray, np.ndarray]:
         t0 = time.perf_counter()
         marks: Dict[str, float] = {}
@@ -112,7 +116,9 @@ def program(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int):
         ranks_in.on_completed()
         comp.join()
         t2 = time.perf_counter()
-        timings = {"setup": t1 - t0, "iterations": marks.get("done", t2) - t1, "program": t2 - t0}
+        done = marks.get("done", t2)
+        timings = {"setup": t1 - t0, "iterations": done - t1, "program": t2 - t0,
+                   "fed_at": t1, "done_at": done}
         out = pa.concat_tables(got.results.get(0, [])) if got.results.get(0) else None
         if out is None:
             return timings, np.zeros(0, np.int64), np.zeros(0)

@@ -91,3 +91,44 @@ def test_owned_errors_and_single_process():
         frames.owners(table, "x", 2)
     with pytest.raises(ValueError, match="workers must be at least 1"):
         frames.owners(table, "k", 0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_split_recalls_the_workers_share_found(seed):
+    """A table ``share`` kept is routed by the workers remembered for its key array (the same
+    destinations as hashing), and an equal array elsewhere in memory is hashed afresh."""
+    from linq.frames import routes
+    from linq.frames.vertices import Split
+    table = random_table(seed, 400)
+    layout = route_keys(4)
+
+    class Second:                         # process 1 of 2, 2 workers each
+        processes, process_index, workers_per_process = 2, 1, 2
+    kept = frames.share(table, "k", Second())
+    remembered = routes.recall(kept.column("k").chunk(0), 4)
+    copy = pa.table({"k": pa.array(kept["k"].to_pylist(), pa.int32()), "row": kept["row"]})
+    assert routes.recall(copy.column("k").chunk(0), 4) is None
+    assert remembered is not None
+    assert remembered.tolist() == frames.owners(copy, "k", 4).tolist()     # hashed afresh
+    for t in (kept, copy):
+        split = Split("exchange(k)", ["k"], layout)
+        sent: list = []
+        split.send_batch_by = lambda port, parts, time: sent.extend(parts)
+        split.on_recv_batch(0, [t], None)
+        got = {route: part["row"].to_pylist() for route, part in sent}
+        want = {route: part["row"].to_pylist() for route, part in split_table(t, ["k"], layout)}
+        assert got == want and set(got) <= {layout[2], layout[3]}
+
+
+def test_remembered_routes_are_bounded_and_keep_their_arrays_alive():
+    from linq.frames import routes
+    routes.forget()
+    arrays = [pa.array(np.arange(10) + i) for i in range(routes.ENTRIES + 2)]
+    for a in arrays:
+        routes.remember(a, 2, np.zeros(10, np.uint16))
+    assert routes.recall(arrays[0], 2) is None and routes.recall(arrays[1], 2) is None
+    assert all(routes.recall(a, 2) is not None for a in arrays[2:])
+    with pytest.raises(ValueError, match="3 workers for an array of 10 values"):
+        routes.remember(arrays[0], 2, np.zeros(3, np.uint16))
+    routes.forget()
+    assert routes.recall(arrays[-1], 2) is None

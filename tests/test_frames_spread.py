@@ -179,6 +179,35 @@ def test_spread_outside_a_loop_and_with_repeated_keys():
     assert rows == [(1, 10.0), (2, 6.0), (3, 20.0)]
 
 
+def test_final_sums_of_each_worker_are_a_stage_of_their_own(tmp_path):
+    """Each worker's final sums run in their own stage, ``.sum[d]`` on worker ``d`` only (one
+    stage for all would make every iteration wait for a progress round trip)."""
+    edges, start = _graph(4, nodes=80, edges=300)
+    want = _oracle(edges, start, ITERATIONS, weighted=True)
+
+    def program(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
+        got = vs.iterate(lambda loop, r: _dense(loop, r, es), ITERATIONS).collect()
+        comp.activate()
+        for inp, t, key in ((e_in, edges, "src"), (v_in, start, "node")):
+            inp.on_next([frames.share(t, key, comp)])
+            inp.on_completed()
+        comp.join(timeout=60)
+        return [r for ts in got.results.values() for t in ts for r in t.to_pylist()]
+    rows = [r for part in naiad.execute(program, processes=2, workers=2, trace=str(tmp_path))
+            for r in part]
+    _close({r["node"]: (r["x"], r["y"]) for r in rows}, want)
+    from naiad.tracing import read_trace
+    trace = read_trace(str(tmp_path))
+    names = {i: s["name"] for i, s in enumerate(trace.graph["stages"])}
+    sums = {i: n for i, n in names.items() if n.startswith("spread(node -> dst).sum")}
+    assert sorted(sums.values()) == [f"spread(node -> dst).sum[{d}]" for d in range(4)]
+    ran = {(sums[e["stage"]], e["w"]) for e in trace.of("run") if e["stage"] in sums}
+    assert {w for _, w in ran} == {0, 1, 2, 3}
+    assert all(name.endswith(f"[{w}]") for name, w in ran)
+
+
 def test_spread_plan_numbers_targets_by_owner():
     """The dense numbering puts each worker's targets together, hashed as the exchange hashes
     them, and a probe by the same keys again gives the same partial sums."""
@@ -297,3 +326,28 @@ def test_sums_dense_path_matches_arrow_group_by_whatever_the_arrival_order(seed)
         want = table.group_by("node").aggregate([("x", "sum")]).sort_by("node")
         assert got["node"].to_pylist() == want["node"].to_pylist()
         assert got["x"].to_pylist() == want["x_sum"].to_pylist()
+
+
+def test_an_iteration_costs_about_one_message_between_the_processes():
+    """The partial sums and the progress that completes an iteration leave in one message per
+    destination (a busy worker's progress waits for its next flush): over 30 iterations each
+    process sends well under two messages per iteration (one for the partials and one more for
+    the progress, as when progress left at once)."""
+    iterations = 30
+    edges, start = _graph(6, nodes=200, edges=800)
+
+    def program(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
+        got = vs.iterate(lambda loop, r: _dense(loop, r, es), iterations).collect()
+        comp.activate()
+        for inp, t, key in ((e_in, edges, "src"), (v_in, start, "node")):
+            inp.on_next([frames.share(t, key, comp)])
+            inp.on_completed()
+        comp.join(timeout=60)
+        return comp.fabric.messages_sent, sum(t.num_rows for ts in got.results.values()
+                                              for t in ts)
+    parts = naiad.execute(program, processes=2)
+    assert sum(rows for _, rows in parts) == len(_oracle(edges, start, iterations, True))
+    for sent, _ in parts:
+        assert sent < 1.5 * iterations, sent

@@ -112,3 +112,38 @@ def test_children_exit_as_soon_as_their_launcher_is_killed(tmp_path):
             launcher.kill()
         for c in children(launcher.pid):
             os.kill(c, signal.SIGKILL)
+
+
+def _arenas(comp):
+    return os.environ.get("MALLOC_ARENA_MAX")
+
+
+def test_children_share_one_malloc_arena_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert naiad.execute(_arenas, processes=2) == ["1", "1"]
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert naiad.execute(_arenas, processes=2) == ["4", "4"]
+
+
+def _cpus(comp):
+    import threading
+    seen = {}
+
+    def worker_side():
+        seen["thread"] = sorted(os.sched_getaffinity(0))
+    t = threading.Thread(target=worker_side)     # a thread started by the program, as workers are
+    t.start()
+    t.join()
+    return sorted(os.sched_getaffinity(0)), seen["thread"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and at least 2 CPUs")
+def test_processes_are_bound_to_cpus_of_their_own_when_there_are_enough():
+    cpus = sorted(os.sched_getaffinity(0))
+    got = naiad.execute(_cpus, processes=2)
+    assert [main for main, _ in got] == [[cpus[0]], [cpus[1]]]
+    assert all(thread == main for main, thread in got)
+    for unbound in (naiad.execute(_cpus, processes=2, pin_cpus=False),
+                    naiad.execute(_cpus, processes=2, workers=len(cpus))):   # too few CPUs
+        assert all(main == cpus and thread == cpus for main, thread in unbound)

@@ -6,7 +6,8 @@ the same in every process and run.  A program that reads its own input can read 
 its own workers will own: then every exchange by those keys finds each row already in its
 process, nothing crosses to another process, and with one worker per process the table is
 passed on as it is (the split checks the rows' workers, one multiply per row, and sends the
-table uncopied when they are all the same).  :func:`owned` is the test a reader applies to
+table uncopied when they are all the same; for a table :func:`share` kept, the split recalls
+its rows' workers instead of hashing them again: :mod:`linq.frames.routes`).  :func:`owned` is the test a reader applies to
 what it reads, :func:`share` the rows of a table it keeps, :func:`owners` each row's worker.
 
 >>> import pyarrow as pa
@@ -27,6 +28,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
+from linq.frames import routes
 from linq.frames.hashing import destinations, route_hash
 from linq.frames.vertices import require_columns
 
@@ -49,7 +51,22 @@ def owners(table: pa.Table, keys: Keys, workers: int) -> np.ndarray:
         raise ValueError(msg)
     if workers == 1:
         return np.zeros(table.num_rows, np.uint16)
-    return destinations(route_hash(table, names), workers)
+    key = _single(table, names)
+    known = None if key is None else routes.recall(key, workers)
+    if known is not None:
+        return known
+    dest = destinations(route_hash(table, names), workers)
+    if key is not None:
+        routes.remember(key, workers, dest)
+    return dest
+
+
+def _single(table: pa.Table, names: list) -> "pa.Array | None":
+    """The key array of a single key column in one chunk (what an exchange can recall)."""
+    if len(names) != 1 or table.num_rows == 0:
+        return None
+    column = table.column(names[0])
+    return column.chunk(0) if column.num_chunks == 1 else None
 
 
 def owned(table: pa.Table, keys: Keys, comp: Any) -> np.ndarray:
@@ -72,4 +89,11 @@ def share(table: pa.Table, keys: Keys, comp: Any) -> pa.Table:
     mask = owned(table, keys, comp)
     if mask.all():
         return table
-    return table.filter(pa.array(mask))
+    kept = table.filter(pa.array(mask))
+    names = _keys(keys)
+    key = _single(kept, names)
+    workers = comp.processes * comp.workers_per_process
+    if key is not None and workers > 1:
+        # The kept rows' workers, for the first exchange by these keys (linq.frames.routes).
+        routes.remember(key, workers, owners(table, names, workers)[mask])
+    return kept

@@ -26,6 +26,15 @@ of ``group_by``, by a kept grouping: :class:`Sums`) and hands on the same key ar
 the keys are the same, so the next exchange by ``on`` finds its routing already known
 (:class:`linq.frames.vertices.Split`).
 
+The final sums are one stage per destination worker (``spread(...).sum[d]``, fed by output
+``d`` of the spread, all of whose tables go to worker ``d``), not one stage for all workers.
+Progress is tracked per stage, so with a single stage worker ``d``'s sums at an iteration would
+wait until every other worker had consumed the partials ``d`` sent them, and said so: a
+progress round trip between the processes per iteration.  With a stage per destination, the
+partials that ``d`` sends are counted at the other stages, and the notification of ``d``'s own
+stage comes as soon as the partials for ``d`` and the senders' progress (which travels in the
+same message) have arrived.
+
 The dense path takes a single integer ``on``/``src`` key and integer ``dst`` keys without nulls
 and float64 values and weights without nulls; other tables (string keys, integer values,
 nulls) are aggregated by Arrow's ``group_by`` instead, with the same result.  When the edges
@@ -285,6 +294,7 @@ class SpreadVertex(HeldJoin):
         super().__init__(op, 1, last, [[on], [src]], "inner")
         self.on, self.src, self.dst, self.weight = on, src, dst, weight
         self.routes = list(routes)
+        self.ports = {route: d for d, route in enumerate(self.routes)}   # output d: worker d
         self.plans: dict = {}
         self.early: set = set()      # epochs whose plan was made from their first edge table
         # Results computed ahead of their notification: time -> (varying table, plan, result).
@@ -361,5 +371,6 @@ class SpreadVertex(HeldJoin):
         return plan.spread(varying, self.on)
 
     def _emit(self, result: Any, time: naiad.Timestamp) -> None:
-        if result:
-            self.send_batch_by(0, result, time)
+        port = self.ports
+        for route, table in result or ():
+            self.send_by(port[route], (route, table), time)

@@ -270,12 +270,17 @@ class FrameStream:
                                   name=op)
             st.new_input(left, _route)
             st.new_input(right, _route)
-            local = st.new_output()
+            # One output and one final-sums stage per destination worker (see the module's
+            # docstring of linq.frames.spread: no progress round trip per iteration).
+            locals_ = [st.new_output() for _ in routes]
         else:
-            local = self._spread_composed(other, op, on, src, dst, weight, routes)
-        merged = stages.unary(local, lambda: Accumulate(f"{op}.sum", 1, True, Sums(on, op)),
-                              partition_by=_route, name=f"{op}.sum")
-        return FrameStream(inherit(op, [local], merged))
+            locals_ = [self._spread_composed(other, op, on, src, dst, weight, routes)]
+        sums = [stages.unary(local, lambda: Accumulate(f"{op}.sum", 1, True, Sums(on, op)),
+                             partition_by=_route,
+                             name=f"{op}.sum" if len(locals_) == 1 else f"{op}.sum[{d}]")
+                for d, local in enumerate(locals_)]
+        merged = sums[0].concat(*sums[1:])
+        return FrameStream(inherit(op, locals_, merged))
 
     def _spread_composed(self, edges: "FrameStream", op: str, on: str, src: str, dst: str,
                          weight: Optional[str], routes: List[int]) -> Stream:

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 import naiad
 from linq.frames.hashing import destinations, route_hash
+from linq.frames.routes import recall
 
 __all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table"]
 
@@ -170,7 +171,9 @@ class Split(_Checked):
         last = self._last
         if last is not None and _same_array(last[0], key):
             return last[1]
-        dest = row_workers(table, self.keys, len(self.routes))
+        dest = recall(key, len(self.routes))
+        if dest is None:
+            dest = row_workers(table, self.keys, len(self.routes))
         self._last = (key, dest)
         return dest
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Tuple, Union
 
 import pyarrow as pa
 
-__all__ = ["reduce_table", "table_from_ipc", "batch_from_ipc", "DISPATCH"]
+__all__ = ["reduce_table", "table_from_ipc", "batch_from_ipc", "sample_table", "DISPATCH"]
 
 
 PRESIZE = 1 << 19      # bytes: a table this large is written into a buffer of its final size
@@ -66,6 +66,11 @@ def table_from_ipc(data: Any) -> pa.Table:
 
 def batch_from_ipc(data: Any) -> pa.RecordBatch:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
+
+
+def sample_table() -> pa.Table:
+    """A one-row table, for :func:`naiad.transport.wire.prepare`."""
+    return pa.table({"k": pa.array([0], pa.int64())})
 
 
 DISPATCH = {pa.Table: reduce_table, pa.RecordBatch: reduce_batch}

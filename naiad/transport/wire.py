@@ -28,7 +28,7 @@ from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
 from naiad.optional import importing
 
-__all__ = ["encode", "decode", "explain_pickling", "dump_failure", "load_failure"]
+__all__ = ["encode", "decode", "prepare", "explain_pickling", "dump_failure", "load_failure"]
 
 OUT_OF_BAND = 1 << 16        # bytes: smaller buffers stay inside the pickle
 _dispatch: dict = {}
@@ -59,6 +59,18 @@ def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
     pickler.dispatch_table = _dispatch_table()
     pickler.dump(items)
     return out.getvalue(), buffers
+
+
+def prepare() -> None:
+    """Pay the codec's first-use costs now (a process calls this while it connects to the
+    others): the dispatch table, and with pyarrow loaded one small table encoded and decoded
+    (Arrow's IPC writer and reader initialise lazily: ~0.5 ms on the first table, which would
+    otherwise fall on the first message of the computation)."""
+    _dispatch_table()
+    if _dispatch:
+        codec = sys.modules["naiad.transport.arrowcodec"]
+        payload, buffers = encode([codec.sample_table()])
+        decode(payload, buffers)
 
 
 def decode(payload: Any, buffers: Sequence[Any] = ()) -> Any:

@@ -2,8 +2,9 @@
 
 Every worker binds its own PULL socket and owns one PUSH socket per remote worker; it sends
 there, in order, everything it addresses to that worker: data batches and progress updates,
-accumulated during a step and pickled together as one message, so the channel between two
-workers is FIFO and no message is sent per record.  An idle worker blocks on its socket and on a
+accumulated while the worker is busy (until it goes idle, or for at most a few steps) and
+pickled together as one message, so the channel between two workers is FIFO, no message is
+sent per record, and an iteration's data and the progress that completes it travel together.  An idle worker blocks on its socket and on a
 wake-up pipe that local senders write to, so remote messages reach it without a thread hop.
 Workers of this process are reached through their inboxes, by reference.  The queues between
 processes are bounded and a full one makes its sender wait, reading its own socket meanwhile
@@ -32,13 +33,19 @@ from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
-from naiad.transport.wire import decode, encode
+from naiad.transport.wire import decode, encode, prepare
 from naiad.transport.zap import ZapHandler
 
 __all__ = ["ZmqFabric"]
 
 BATCH = b"D"         # the frame tag of a message of batches and progress updates
 _ITEMS_BEFORE_FLUSH = 64
+COPY_BELOW = 1 << 20
+"""Bytes: a message smaller than this is copied into ZeroMQ when sent.  A frame sent without a
+copy must stay alive until libzmq has sent it, which pyzmq learns through its garbage-collector
+thread (started on the first such send, then woken once per frame to drop the reference): a
+thread wake-up and a turn of the GIL per message, against a copy of 20-50 us for a few hundred
+KB.  Larger messages (whole tables of edges) are sent without a copy."""
 
 
 def _bind_address(host_port: str) -> str:
@@ -143,6 +150,7 @@ class ZmqFabric:
             poller.register(sock, zmq.POLLIN)
             poller.register(self._worker_wake[i][0], zmq.POLLIN)
             self._pollers.append(poller)
+        prepare()           # the codec's first-use costs, before the first message
         if rendezvous is not None:
             endpoints = list(rendezvous(me))
         else:
@@ -225,7 +233,9 @@ class ZmqFabric:
                 if items is None:
                     out[dst] = items = []
                 items.append(item)
-        self.flush(src)
+        # The updates for other processes leave with the next flush (the shell's, at the end
+        # of a busy period), together with the data sent meanwhile: one message per
+        # destination, not one for the progress and one for the data.
 
     def post(self, local_index: int, msg: tuple) -> None:
         self._put(local_index, msg)
@@ -296,7 +306,7 @@ class ZmqFabric:
         if records:
             self._flush_at[dst] = max(64, MESSAGE_BYTES * records // max(size, 1))
         frames: List[Any] = [BATCH, payload, *buffers]
-        copy = not buffers and len(payload) < 65536
+        copy = size < COPY_BELOW
         try:
             sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
         except zmq.Again:
