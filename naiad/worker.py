@@ -6,9 +6,7 @@ transport (a :class:`~naiad.transport.protocol.Fabric`), the clock and the meter
 collector policy, the inputs' flow-control window, and the hand-over of snapshots and failures
 to the computation.  A round of the loop: take what arrived and hand it to the state machine;
 let it step; carry out the actions it collected (sends, progress broadcasts, a snapshot); when
-it is idle, flush the transport and block on the inbox (bounded).  What goes to other processes
-leaves at that flush, or after :data:`~naiad.worker_state.STEPS_BEFORE_FLUSH` busy steps: the
-progress made by a chain of local work goes out with the data that chain sent.
+it is idle, flush the transport and block on the inbox (bounded).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from naiad import gcpolicy
 from naiad.flow import low_epoch
 from naiad.graph import LogicalGraph
 from naiad.messages import CHECKPOINT, DATA, INPUT_EPOCH, PROGRESS
-from naiad.worker_state import STEPS_BEFORE_FLUSH, Step, WorkerState
+from naiad.worker_state import Step, WorkerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
@@ -102,7 +100,6 @@ class Worker:
         index, local = self.index, self.local_index
         window, meter = self.window, self.meter
         tracker = state.tracker
-        busy = 0                 # busy steps since the transport was last flushed
         while True:
             self._take_inbox()
             if state.stopped is not None:
@@ -133,13 +130,8 @@ class Worker:
                 if meter is not None and _time.monotonic() - meter.frontier_clock > 0.25:
                     meter.publish_frontiers(tracker, state.stages)
             if status is _BUSY:
-                busy += 1
-                if busy < STEPS_BEFORE_FLUSH:
-                    continue
-            busy = 0
-            fabric.flush(index)
-            if status is _BUSY:
                 continue
+            fabric.flush(index)
             if status is _DONE:
                 return
             gcpolicy.idle()

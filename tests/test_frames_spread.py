@@ -326,28 +326,3 @@ def test_sums_dense_path_matches_arrow_group_by_whatever_the_arrival_order(seed)
         want = table.group_by("node").aggregate([("x", "sum")]).sort_by("node")
         assert got["node"].to_pylist() == want["node"].to_pylist()
         assert got["x"].to_pylist() == want["x_sum"].to_pylist()
-
-
-def test_an_iteration_costs_about_one_message_between_the_processes():
-    """The partial sums and the progress that completes an iteration leave in one message per
-    destination (a busy worker's progress waits for its next flush): over 30 iterations each
-    process sends well under two messages per iteration (one for the partials and one more for
-    the progress, as when progress left at once)."""
-    iterations = 30
-    edges, start = _graph(6, nodes=200, edges=800)
-
-    def program(comp):
-        e_in, v_in = comp.new_input(), comp.new_input()
-        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
-        got = vs.iterate(lambda loop, r: _dense(loop, r, es), iterations).collect()
-        comp.activate()
-        for inp, t, key in ((e_in, edges, "src"), (v_in, start, "node")):
-            inp.on_next([frames.share(t, key, comp)])
-            inp.on_completed()
-        comp.join(timeout=60)
-        return comp.fabric.messages_sent, sum(t.num_rows for ts in got.results.values()
-                                              for t in ts)
-    parts = naiad.execute(program, processes=2)
-    assert sum(rows for _, rows in parts) == len(_oracle(edges, start, iterations, True))
-    for sent, _ in parts:
-        assert sent < 1.5 * iterations, sent

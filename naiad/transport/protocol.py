@@ -43,9 +43,7 @@ class Fabric(Protocol):
         ...
 
     def broadcast_progress(self, src: int, updates: list) -> None:
-        """Send ``src``'s progress updates to every other worker (a ``PROGRESS`` message):
-        at once to the workers of this process, with the next :meth:`flush` to the others
-        (in order with the data ``src`` sends them)."""
+        """Send ``src``'s progress updates to every other worker (a ``PROGRESS`` message)."""
         ...
 
     def flush(self, src: int) -> None:

@@ -2,9 +2,8 @@
 
 Every worker binds its own PULL socket and owns one PUSH socket per remote worker; it sends
 there, in order, everything it addresses to that worker: data batches and progress updates,
-accumulated while the worker is busy (until it goes idle, or for at most a few steps) and
-pickled together as one message, so the channel between two workers is FIFO, no message is
-sent per record, and an iteration's data and the progress that completes it travel together.  An idle worker blocks on its socket and on a
+accumulated during a step and pickled together as one message, so the channel between two
+workers is FIFO and no message is sent per record.  An idle worker blocks on its socket and on a
 wake-up pipe that local senders write to, so remote messages reach it without a thread hop.
 Workers of this process are reached through their inboxes, by reference.  The queues between
 processes are bounded and a full one makes its sender wait, reading its own socket meanwhile
@@ -233,9 +232,7 @@ class ZmqFabric:
                 if items is None:
                     out[dst] = items = []
                 items.append(item)
-        # The updates for other processes leave with the next flush (the shell's, at the end
-        # of a busy period), together with the data sent meanwhile: one message per
-        # destination, not one for the progress and one for the data.
+        self.flush(src)
 
     def post(self, local_index: int, msg: tuple) -> None:
         self._put(local_index, msg)
