@@ -149,13 +149,15 @@ class FrameStream:
         columns = sorted({c for c, _, _ in partial} | set(keys))
         op = f"group_by({', '.join(keys)})"
         routes = route_keys(self._workers)
+        alone = self.stream.graph.computation.workers_per_process == 1
 
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             specs = [(c, k) for c, k, _ in partial]
             got = dense_group_by(table, keys, specs)
             if got is None:
-                got = table.group_by(keys, use_threads=False).aggregate(specs)
+                got = table.group_by(keys, use_threads=_threads(alone, table, specs)
+                                     ).aggregate(specs)
             return pa.table({**{k: got.column(k) for k in keys},
                              **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
 
@@ -176,7 +178,8 @@ class FrameStream:
             specs = [(p, kinds[p]) for _, _, p in partial]
             got = dense_group_by(table, keys, specs)
             if got is None:
-                got = table.group_by(keys, use_threads=False).aggregate(specs)
+                got = table.group_by(keys, use_threads=_threads(alone, table, specs)
+                                     ).aggregate(specs)
             return finish(got, lambda n: f"{n}_{kinds[n]}")
 
         def only_final(table: pa.Table) -> pa.Table:
@@ -354,3 +357,23 @@ def _callable(op: str, fn: Any) -> None:
 
 def _name(fn: Any) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _threads(alone: bool, table: pa.Table, specs: Sequence[Tuple[str, str]]) -> bool:
+    """Whether a ``group_by`` may use Arrow's threads: only in a process of one worker (with
+    more, the workers' threads share the CPUs already) and only when every aggregation is exact
+    in any order (count, min, max, and sums of integers: a float sum's last bits would depend
+    on how the rows were divided among the threads).
+
+    >>> t = pa.table({"k": [1], "i": [2], "f": [2.5]})
+    >>> _threads(True, t, [("i", "sum"), ("f", "max")]), _threads(True, t, [("f", "sum")])
+    (True, False)
+    >>> _threads(False, t, [("i", "count")])
+    False
+    """
+    if not alone:
+        return False
+    return all(kind in ("count", "min", "max")
+               or (kind == "sum" and (pa.types.is_integer(table.schema.field(column).type)
+                                      or pa.types.is_boolean(table.schema.field(column).type)))
+               for column, kind in specs)
