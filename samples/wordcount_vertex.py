@@ -26,7 +26,8 @@ import stages
 from samples.textdata import read_lines, stdlib_text_files
 from samples._options import spmd_parser
 
-__all__ = ["Tokenize", "Count", "words", "count_words", "epochs_of_files", "oracle",
+__all__ = ["Tokenize", "Count", "RunningTotal", "words", "count_words", "epochs_of_files",
+           "oracle",
            "program", "main"]
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -65,6 +66,37 @@ class Count(naiad.Vertex):
 
     def on_notify(self, time):
         self.send_batch_by(0, list(self.counts.pop(time).items()), time)
+
+
+class RunningTotal(naiad.Vertex):
+    """``(word, n)`` per epoch in, ``(word, total over all epochs so far)`` out, for the words of
+    each epoch: state that outlives every epoch (what a checkpoint must carry).
+
+    >>> from naiad.testing import run
+    >>> run(lambda comp, s: stages.unary(count_words(comp, s), RunningTotal,
+    ...                                  partition_by=lambda r: r[0]), [["a b a"], ["a"]])
+    {0: [('a', 2), ('b', 1)], 1: [('a', 3)]}
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.totals: Dict[str, int] = {}
+        self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
+
+    def on_recv_batch(self, edge, messages, time):
+        pending = self.pending.get(time)
+        if pending is None:
+            pending = self.pending[time] = {}
+            self.notify_at(time)
+        for word, n in messages:
+            pending[word] = pending.get(word, 0) + n
+
+    def on_notify(self, time):
+        counts = self.pending.pop(time)
+        totals = self.totals
+        for word, n in counts.items():
+            totals[word] = totals.get(word, 0) + n
+        self.send_batch_by(0, [(w, totals[w]) for w in counts], time)
 
 
 def count_words(comp: naiad.Computation, lines: naiad.Stream) -> naiad.Stream:

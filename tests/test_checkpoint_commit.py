@@ -27,32 +27,10 @@ import stages
 from naiad.recovery.logs import CheckpointWarning, EpochLog
 from naiad.recovery.marks import LINE, MarkFile, read_count
 from naiad.recovery.store import CheckpointStore
-from samples.wordcount_vertex import count_words
+from samples.wordcount_vertex import RunningTotal, count_words
 from samples.wordcount_vertex import words as words_of
 
 SEED = 20261125
-
-
-class Totals(naiad.Vertex):
-    """(word, n) per epoch in, (word, total so far) out: state that every checkpoint carries."""
-
-    def __init__(self):
-        super().__init__()
-        self.totals: Dict[str, int] = {}
-        self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
-
-    def on_recv_batch(self, edge, messages, time):
-        if time not in self.pending:
-            self.pending[time] = {}
-            self.notify_at(time)
-        for word, n in messages:
-            self.pending[time][word] = self.pending[time].get(word, 0) + n
-
-    def on_notify(self, time):
-        counts = self.pending.pop(time)
-        for word, n in counts.items():
-            self.totals[word] = self.totals.get(word, 0) + n
-        self.send_batch_by(0, [(w, self.totals[w]) for w in counts], time)
 
 
 def oracle(epochs: List[List[str]]) -> Dict[int, list]:
@@ -76,7 +54,7 @@ def test_process_0_commits_only_once_every_part_is_written(tmp_path):
         with open(tmp_path / f"starts-{comp.process_index}", "a") as f:
             f.write("start\n")
         inp = comp.new_input(name="lines")
-        totals = stages.unary(count_words(comp, inp.stream), Totals,
+        totals = stages.unary(count_words(comp, inp.stream), RunningTotal,
                               partition_by=lambda wc: wc[0], name="totals")
         got = totals.collect()
         comp.activate()

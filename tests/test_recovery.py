@@ -38,6 +38,7 @@ from naiad.recovery.directory import directory_key
 from naiad.recovery.restart import RecoveryFailed
 from naiad.testing import shard
 from samples import components_vertex, wordcount_vertex
+from samples.wordcount_vertex import RunningTotal
 from samples.graphs import adjacency, random_edges
 from samples.pagerank import pagerank, power_iteration
 
@@ -158,29 +159,6 @@ def checkpoints(directory: Path) -> List[int]:
 
 
 # ---- streaming word count: per-epoch counts and running totals across epochs --------------------------
-class RunningTotal(naiad.Vertex):
-    """``(word, count)`` per epoch in, ``(word, total over all epochs so far)`` out: state that
-    outlives every epoch, so a restart from a checkpoint must restore it to be right."""
-
-    def __init__(self):
-        super().__init__()
-        self.totals: Dict[str, int] = {}
-        self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
-
-    def on_recv_batch(self, edge, messages, time):
-        if time not in self.pending:
-            self.pending[time] = {}
-            self.notify_at(time)
-        pending = self.pending[time]
-        for word, n in messages:
-            pending[word] = pending.get(word, 0) + n
-
-    def on_notify(self, time):
-        for word, n in self.pending[time].items():
-            self.totals[word] = self.totals.get(word, 0) + n
-        self.send_batch_by(0, [(w, self.totals[w]) for w in self.pending.pop(time)], time)
-
-
 def text_epochs(epochs: int, lines: int, seed: int) -> List[List[str]]:
     rng = random.Random(seed)
     return [[" ".join(rng.choice(VOCABULARY) for _ in range(rng.randrange(1, 8)))

@@ -32,7 +32,7 @@ from typing import Dict, List
 import naiad
 import stages
 from samples.textdata import read_lines, stdlib_text_files
-from samples.wordcount_vertex import count_words
+from samples.wordcount_vertex import RunningTotal, count_words
 from samples.wordcount_vertex import words as wordcount_words
 from tests.benchmarks.report import table, update_section
 
@@ -43,30 +43,6 @@ INTERVAL = 0.25          # seconds, for the time-based policy
 REPEAT = 7
 KILL_EPOCH = 145
 KILLS = 3
-
-
-class RunningTotal(naiad.Vertex):
-    """(word, n) per epoch in, (word, total so far) out; the totals outlive every epoch."""
-
-    def __init__(self):
-        super().__init__()
-        self.totals: Dict[str, int] = {}
-        self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
-
-    def on_recv_batch(self, edge, messages, time):
-        if time not in self.pending:
-            self.pending[time] = {}
-            self.notify_at(time)
-        pending = self.pending[time]
-        for word, n in messages:
-            pending[word] = pending.get(word, 0) + n
-
-    def on_notify(self, time):
-        counts = self.pending.pop(time)
-        totals = self.totals
-        for word, n in counts.items():
-            totals[word] = totals.get(word, 0) + n
-        self.send_batch_by(0, [(w, totals[w]) for w in counts], time)
 
 
 class KillOnce(naiad.Vertex):
