@@ -157,25 +157,45 @@ class SpreadVertex(HeldVertex):
             if hit is None:                       # every target is reached
                 return plan.tkeys, sums
             return list(compress(plan.tkeys, got)), sums[got]
-        if (combine is builtins.min or combine is builtins.max) and len(kinds) == 1 \
-                and kinds.pop() in _ORDERED:
+        if (combine is builtins.min or combine is builtins.max) and len(kinds) == 1:
+            return self._extremes(plan, shares, owns, kinds.pop(), hit, size, tid, last, got)
+        return None
+
+    def _extremes(self, plan: _Plan, shares: list, owns: list, kind: type, hit, size, tid, last,
+                  got) -> Optional[tuple]:
+        """The least (or greatest) share per target, in arrays: integers as they are (when
+        they fit in 64 bits), other ordered values by their rank among the batch's values."""
+        np = _numpy()
+        codes = mine = ranked = None
+        if kind is int:
+            try:
+                codes = np.fromiter(shares, np.int64, len(shares))
+                mine = np.fromiter(owns, np.int64, len(owns))
+            except OverflowError:
+                codes = None
+        if codes is None:
+            if kind not in _ORDERED:
+                return None
             ranked = sorted(set(shares).union(owns))
             rank = dict(zip(ranked, count()))
-            codes = np.repeat(np.fromiter(map(rank.__getitem__, shares), np.intp, len(shares)),
-                              size)
-            if owns:
-                codes[last] = np.fromiter(map(rank.__getitem__, owns), np.intp, len(owns))
-            if combine is builtins.min:
-                best = np.full(len(plan.tkeys), len(ranked), np.intp)
-                np.minimum.at(best, tid, codes)
-            else:
-                best = np.full(len(plan.tkeys), -1, np.intp)
-                np.maximum.at(best, tid, codes)
-            if hit is None:
-                return plan.tkeys, list(map(ranked.__getitem__, best.tolist()))
-            return (list(compress(plan.tkeys, got)),
-                    list(map(ranked.__getitem__, best[got].tolist())))
-        return None
+            codes = np.fromiter(map(rank.__getitem__, shares), np.int64, len(shares))
+            mine = np.fromiter(map(rank.__getitem__, owns), np.int64, len(owns))
+        codes = np.repeat(codes, size)
+        if owns:
+            codes[last] = mine
+        limits = np.iinfo(np.int64)
+        if self.combine is builtins.min:
+            best = np.full(len(plan.tkeys), limits.max, np.int64)
+            np.minimum.at(best, tid, codes)
+        else:
+            best = np.full(len(plan.tkeys), limits.min, np.int64)
+            np.maximum.at(best, tid, codes)
+        if hit is None:                           # every target is reached
+            targets = plan.tkeys
+        else:
+            targets, best = list(compress(plan.tkeys, got)), best[got]
+        values = best.tolist()
+        return targets, values if ranked is None else list(map(ranked.__getitem__, values))
 
     def _calls(self, fn: Callable, role: str, *args: list) -> list:
         try:

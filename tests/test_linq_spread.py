@@ -108,6 +108,21 @@ def test_int_values_without_own_equal_the_general_path(cluster, seed):
         assert got == want and want[0]
 
 
+@pytest.mark.parametrize("seed,coverage", [(10, 1.0), (11, 0.5)])
+def test_int_labels_of_any_size_equal_the_general_path(cluster, seed, coverage):
+    """Integers take the array path as they are, and by their ranks when one does not fit in
+    64 bits; the bounds of 64 bits themselves are values like any other."""
+    rng = random.Random(seed)
+    nodes = list(range(rng.randint(20, 100)))
+    for big in (2 ** 63 - 1, -2 ** 63, 2 ** 63, -2 ** 63 - 5, 10 ** 30):
+        epochs = [graph_epoch(rng, nodes, 3 * len(nodes),
+                              lambda u: rng.choice([u, big, big - u if big > 0 else big + u]),
+                              coverage)]
+        for combine in (min, max):
+            got, want = both(cluster, (lambda x, ts: x, combine, lambda x: x, 3), epochs)
+            assert got == want and want[0]
+
+
 @pytest.mark.parametrize("seed", [8, 9])
 def test_general_fold_equals_the_general_path(cluster, seed):
     """Other combines, mixed value types and several invariant records per key take the
