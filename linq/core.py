@@ -20,7 +20,7 @@ operator, e.g. ``group_by(by_word)``), the vertex and the time.
 from __future__ import annotations
 
 import reprlib
-from typing import Any, Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from naiad.errors import NaiadError
 from naiad.graph import Stream
@@ -28,7 +28,7 @@ from naiad.vertex import Vertex
 
 __all__ = ["UserFunctionError", "MapVertex", "PerTimeVertex", "call", "check_each",
            "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE",
-           "map_stage", "per_time_stage", "key_pairs", "check_hashable", "check_keys", "emit"]
+           "check_hashable", "check_keys", "emit", "LinqVertex"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -280,65 +280,3 @@ class PerTimeVertex(LinqVertex):
                 raise RuntimeError(msg) from exc
             if out:
                 self.send_batch_by(0, out, time)
-
-
-def map_stage(stream: Stream, op: str, fn: Callable[[list], list],
-              diagnose: Optional[Callable[[int, list], None]] = None,
-              partition_by: Optional[Callable] = None, step=None) -> Stream:
-    """A stage of :class:`MapVertex`; a ``step`` (:class:`linq.fusion.Step`) without
-    ``partition_by`` is fused with the stateless stage that made ``stream``, if any."""
-    import stages
-    from linq import fusion
-    from linq.invariant import inherit
-    if step is None or partition_by is not None:
-        out = stages.unary(stream, lambda: MapVertex(op, fn, diagnose),
-                           partition_by=partition_by, name=op)
-        return inherit(op, [stream], _pure(out))
-    up = fusion.fusable(stream)
-    source, steps = (up[0], up[1] + [step]) if up is not None else (stream, [step])
-    if len(steps) > 1:
-        fn = fusion.list_of(steps)
-        diagnose = fused_diagnose(steps)
-        op = "+".join(s.op for s in steps)
-    out = stages.unary(source, lambda: MapVertex(op, fn, diagnose), name=op)
-    return inherit(op, [source], fusion.mark(_pure(out), source, steps))
-
-
-def _pure(out: Stream) -> Stream:
-    """A map stage has no effect but its output: left out of the dataflow if nobody reads it
-    (a select fused into the operator after it, say)."""
-    out.graph.stages[out.sources[0][0]].pure = True
-    return out
-
-
-def fused_diagnose(steps: list, then: Optional[Callable[[int, list], None]] = None):
-    """A diagnosis for a batch function made of fused ``steps`` (and then ``then``)."""
-    from linq.fusion import replay
-
-    def diagnose(edge: int, records: list) -> None:
-        out = replay(steps, edge, records)
-        if then is not None:
-            then(edge, out)
-    return diagnose
-
-
-def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=None,
-                   diagnose=None) -> Stream:
-    """A stage of :class:`PerTimeVertex` over ``inputs``: a list of ``(stream, partition_by)``."""
-    import stages
-    st = stages.new_stage(lambda: PerTimeVertex(op, new_state, on_batch, on_done, diagnose),
-                          name=op)
-    for s, key in inputs:
-        st.new_input(s, key)
-    from linq.invariant import inherit
-    return inherit(op, [s for s, _ in inputs], st.new_output())
-
-
-def key_pairs(stream: Stream, op: str, key: Callable, role: str = "key") -> Stream:
-    """``(key(r), r)`` for every record, computed once, before an exchange on the key."""
-    from linq.fusion import Step
-
-    def fn(records: list) -> list:
-        return [(key(r), r) for r in records]
-    diagnose = check_each(op, role, key, HASHABLE)
-    return map_stage(stream, f"{op}.key", fn, diagnose, step=Step("key", key, op, diagnose))

@@ -14,8 +14,8 @@ from typing import Any, Callable, Dict, Hashable, Tuple
 
 from naiad.graph import Stream
 from linq.invariant import held, held_stage
-from linq.core import (UserFunctionError, check_keys, key_pairs, label, need_callable,
-                       need_stream, per_time_stage)
+from linq.core import UserFunctionError, check_keys, label, need_callable, need_stream
+from linq.staging import key_pairs, per_time_stage
 
 __all__ = ["join"]
 

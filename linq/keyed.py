@@ -24,8 +24,9 @@ from linq.folds import combiner, replay
 from linq.fusion import chain_of, fusable
 from linq import words as _words
 from linq.invariant import held, held_stage
-from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, fused_diagnose,
-                       key_pairs, label, need_callable, need_stream, per_time_stage)
+from linq.core import (HASHABLE, call, check_hashable, check_keys, emit, label, need_callable,
+                       need_stream)
+from linq.staging import fused_diagnose, key_pairs, per_time_stage
 
 __all__ = ["group_by", "cogroup_by", "count", "min", "max", "aggregate"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from naiad.graph import Stream
-from linq.core import check_hashable, need_stream, per_time_stage
+from linq.core import check_hashable, need_stream
+from linq.staging import per_time_stage
 
 __all__ = ["distinct", "union", "intersect", "except_", "identity"]
 

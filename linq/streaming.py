@@ -11,8 +11,8 @@ from typing import Any, Callable, Hashable, Iterable
 
 from naiad.graph import Stream
 from linq.fusion import Step
-from linq.core import (HASHABLE, ITERABLE, UserFunctionError, check_each, label, map_stage,
-                       need_callable)
+from linq.core import HASHABLE, ITERABLE, UserFunctionError, check_each, label, need_callable
+from linq.staging import map_stage
 
 __all__ = ["select", "where", "select_many", "partition_by"]
 

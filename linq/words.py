@@ -122,8 +122,11 @@ def split_blocks(routes: List[int], keys: Any, counts: Any) -> List[tuple]:
     words = keys.to_pylist()
     dests = destinations(words, workers)
     if np is None:
-        from linq.blocks import Router
-        return Router(workers).split(words, counts.to_pylist())
+        parts: List[Tuple[list, list]] = [([], []) for _ in range(workers)]
+        for word, count, d in zip(words, counts.to_pylist(), dests):
+            parts[d][0].append(word)
+            parts[d][1].append(count)
+        return [(routes[d], ks, cs) for d, (ks, cs) in enumerate(parts) if ks]
     pa = arrow()
     dests = np.array(dests, dtype=np.int64)
     out = []

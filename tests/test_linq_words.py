@@ -117,6 +117,19 @@ def test_blocks_reach_the_worker_of_every_word_and_merge_to_the_sums(workers):
     assert merged == plain(chain.from_iterable(parts))
 
 
+def test_blocks_without_numpy_are_lists_with_the_same_routes(monkeypatch):
+    """Where numpy is missing the blocks are lists: each word with its count, at the same
+    destination as the Arrow blocks."""
+    counted = words.count_words(_lines(12, 300), 0)
+    with_arrays = words.split_blocks([7, 8, 9], *counted)
+    monkeypatch.setattr(words, "numpy", lambda: None)
+    as_lists = words.split_blocks([7, 8, 9], *counted)
+    assert [r for r, _, _ in as_lists] == [r for r, _, _ in with_arrays]
+    for (_, keys, counts), (_, akeys, acounts) in zip(as_lists, with_arrays):
+        assert isinstance(keys, list) and isinstance(counts, list)
+        assert dict(zip(keys, counts)) == dict(zip(akeys.to_pylist(), acounts.to_pylist()))
+
+
 def _lines(seed: int, n: int) -> list:
     rng = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(400)] + ["é", "日本"] + SPACES
