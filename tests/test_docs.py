@@ -57,3 +57,26 @@ def test_document_examples_run(path, tmp_path, monkeypatch):
         exec(code, namespace)
         ran += 1
     assert ran or all(s.lstrip().startswith(SKIP) for _, s in found)
+
+
+PUBLIC = ["naiad", "stages", "linq", "linq.frames", "linq.differential", "naiad.spark",
+          "naiad.testing"]
+
+
+def test_every_public_name_is_documented():
+    """Each name a public module exports, and each public method of the stream, frame and
+    collection classes, is named somewhere in docs/ (README.md included)."""
+    import importlib
+
+    import linq  # noqa: F401 - installs the Stream methods
+    from linq.differential import Collection
+    from linq.frames import FrameStream
+    from naiad.graph import Stream
+
+    text = "\n".join(p.read_text() for p in documents())
+    names = {(m, n) for m in PUBLIC for n in importlib.import_module(m).__all__}
+    for cls in (Stream, FrameStream, Collection):
+        names |= {(cls.__name__, n) for n, v in vars(cls).items()
+                  if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    missing = sorted(f"{m}.{n}" for m, n in names if not re.search(rf"\b{re.escape(n)}\b", text))
+    assert not missing, f"not named in docs/: {missing}"

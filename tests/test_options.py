@@ -66,3 +66,16 @@ def test_a_bad_option_is_not_retried_by_recovery(tmp_path):
     with pytest.raises(ValueError, match="option checkpoint_every"):
         naiad.execute(program, checkpoint_dir=str(tmp_path), checkpoint_every=-1, max_restarts=3)
     assert calls == []
+
+
+def test_every_option_is_documented_with_its_default():
+    """docs/options.md has a row for every option, with the default naiad.config holds."""
+    import re
+    from pathlib import Path
+
+    from naiad.config import OPTIONS
+    page = (Path(__file__).resolve().parent.parent / "docs" / "options.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", page, re.M))
+    assert set(rows) == set(OPTIONS), set(rows) ^ set(OPTIONS)
+    for name, (default, *_rest) in OPTIONS.items():
+        assert rows[name] == repr(default), (name, rows[name], default)
