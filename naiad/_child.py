@@ -21,7 +21,8 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
+from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout,
+                          send_message)
 from naiad.placement import bind_cpus
 
 
@@ -31,6 +32,7 @@ class LinkRendezvous:
     def __init__(self, link: socket.socket, index: int, timeout: float = 60.0):
         self.link, self.index, self.timeout = link, index, timeout
         self.endpoints: "queue.Queue[List[str]]" = queue.Queue()
+        self._sending = threading.Lock()   # the connecting thread and the main one both send
         threading.Thread(target=self._read, name="naiad-link", daemon=True).start()
 
     def _read(self) -> None:
@@ -46,8 +48,17 @@ class LinkRendezvous:
                 if kind == ENDPOINTS:
                     self.endpoints.put(body.decode().split("\n"))
 
+    def send(self, kind: bytes, body: bytes) -> None:
+        """One message to the launcher (whole, whichever thread sends)."""
+        with self._sending:
+            send_message(self.link, kind, body)
+
+    def activated(self) -> None:
+        """Tell the launcher that this process entered ``activate``."""
+        self.send(ACTIVE, b"")
+
     def __call__(self, endpoint: str) -> List[str]:
-        send_message(self.link, ENDPOINT, endpoint.encode())
+        self.send(ENDPOINT, endpoint.encode())
         try:
             return self.endpoints.get(timeout=self.timeout)
         except queue.Empty:
@@ -96,6 +107,7 @@ def main(argv) -> int:
         if options.get("pin_cpus", True):
             bind_cpus(index, processes, workers)      # before any worker or ZeroMQ thread
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
+        comp.connect(announce=rendezvous.activated)   # while the program builds its graph
         _stop_on_sigterm(comp)
         result = ("ok", run_program(program, comp), "")
         code = 0
@@ -115,7 +127,7 @@ def main(argv) -> int:
         data = outcome.encode(("error", err, result[2]))
         code = 1
     try:
-        send_message(link, RESULT, data)
+        rendezvous.send(RESULT, data)
     except OSError:                    # the launcher is gone: nobody to report to
         code = 3
     sys.stdout.flush()

@@ -36,10 +36,12 @@ from naiad.placement import MALLOC_ARENAS
 from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
-           "ENDPOINTS", "RESULT", "rendezvous_timeout"]
+           "ENDPOINTS", "ACTIVE", "RESULT", "rendezvous_timeout"]
 
-ENDPOINT, ENDPOINTS, RESULT = b"E", b"A", b"R"
-"""Kinds of message on a link: a child's endpoint, everyone's endpoints, a child's result."""
+ENDPOINT, ENDPOINTS, ACTIVE, RESULT = b"E", b"A", b"V", b"R"
+"""Kinds of message on a link: a child's endpoint (sent when its computation is made, which
+starts connecting at once), everyone's endpoints, a child's entering ``activate``, a child's
+result."""
 
 _HEADER = struct.Struct("!cQ")      # kind, length of the body
 
@@ -201,6 +203,7 @@ class _Supervisor:
         self.procs, self.links = procs, links
         self.readers = [MessageReader() for _ in procs]
         self.endpoints: Dict[int, str] = {}
+        self.activated: set = set()         # processes that entered activate
         self.results: Dict[int, Any] = {}   # read as soon as they arrive, while others run
         self.outcome: Dict[int, Any] = {}
         self.order: List[int] = []          # processes in the order their failure was seen
@@ -293,11 +296,15 @@ class _Supervisor:
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _message(self, i: int, kind: bytes, body: bytes) -> None:
-        if kind == ENDPOINT:
-            if not self.endpoints:
+        if kind == ACTIVE:
+            if not self.activated:
                 self.rendezvous_deadline = time.monotonic() + self.rendezvous_timeout
-            self.endpoints[i] = body.decode()
+            self.activated.add(i)
             self._check_absent()
+            if len(self.activated) == len(self.procs):
+                self.rendezvous_deadline = None
+        elif kind == ENDPOINT:
+            self.endpoints[i] = body.decode()
             if len(self.endpoints) == len(self.procs):
                 everyone = "\n".join(self.endpoints[j] for j in range(len(self.procs))).encode()
                 for j, link in enumerate(self.links):
@@ -306,14 +313,13 @@ class _Supervisor:
                             send_message(link, ENDPOINTS, everyone)
                         except OSError:       # it died meanwhile: its end of file tells
                             pass
-                self.rendezvous_deadline = None
         elif kind == RESULT:
             self.results[i] = self._load_result(i, body)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         if self.rendezvous_deadline is not None and now >= self.rendezvous_deadline:
-            missing = [i for i in range(len(self.procs)) if i not in self.endpoints]
+            missing = [i for i in range(len(self.procs)) if i not in self.activated]
             who = ", ".join(f"process {i} (pid {self.procs[i].pid})" for i in missing)
             why = (f"{who} did not join the rendezvous (call comp.activate()) within "
                    f"{self.rendezvous_timeout:g} s of the first process (the connect_timeout "
@@ -391,10 +397,10 @@ class _Supervisor:
     def _check_absent(self) -> None:
         """Fail the run when processes wait in the rendezvous for one that returned without
         joining it (in whichever order the two were seen)."""
-        if not self.endpoints or self.launcher_failure is not None:
+        if not self.activated or self.launcher_failure is not None:
             return
         for i, res in sorted(self.outcome.items()):
-            if res[0] == "ok" and i not in self.endpoints:
+            if res[0] == "ok" and i not in self.activated:
                 self._fail_all(f"process {i} (pid {self.procs[i].pid}) returned without "
                                "calling comp.activate(), while the other processes wait for "
                                "it in the rendezvous: every process must activate the "

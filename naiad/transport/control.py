@@ -156,6 +156,12 @@ class ControlPlane:
         got = self._await(name, timeout)
         return value if self.process_index == 0 else got.get(0)
 
+    def exchange(self, name: str, value: Any, timeout: float) -> Dict[int, Any]:
+        """Send ``value`` to every peer and wait (at most ``timeout`` s) for each peer's value
+        for ``name``; returns them by process."""
+        self._post(ARRIVE, (name, value))
+        return self._await(name, timeout)
+
     def gather(self, name: str, timeout: float) -> None:
         """Process 0 waits until every other process reached ``name``; the others only tell
         process 0 that they did, and go on at once."""
@@ -243,21 +249,7 @@ class ControlPlane:
             poller.register(mon, zmq.POLLIN)
         sent_done = False
         while not self._stop_thread:
-            while True:
-                try:
-                    tag, value = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if tag == FAIL:
-                    self._send_all(FAIL, dump_failure(value, self.process_index))
-                elif tag == ARRIVE:
-                    self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
-                elif tag == ARRIVE_AT_ZERO:
-                    self._push[0].send_multipart([ARRIVE, self.process_index.to_bytes(4, "little"),
-                                                  pickle.dumps(value, protocol=5)])
-                elif tag == DONE and not sent_done:
-                    sent_done = True
-                    self._send_all(DONE, b"")
+            sent_done = self._send_posted(sent_done)
             if sent_done and len(self.done_from) == self.processes - 1:
                 self._finished.set()
             if self._gone:
@@ -273,6 +265,25 @@ class ControlPlane:
                     self._on_monitor(mon, p)
             if self.pull in events:
                 self._receive()
+        self._send_posted(sent_done)   # a goodbye posted just before close() still leaves
+
+    def _send_posted(self, sent_done: bool) -> bool:
+        """Send what this process posted; returns whether DONE has been sent."""
+        while True:
+            try:
+                tag, value = self._queue.get_nowait()
+            except queue.Empty:
+                return sent_done
+            if tag == FAIL:
+                self._send_all(FAIL, dump_failure(value, self.process_index))
+            elif tag == ARRIVE:
+                self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
+            elif tag == ARRIVE_AT_ZERO:
+                self._push[0].send_multipart([ARRIVE, self.process_index.to_bytes(4, "little"),
+                                              pickle.dumps(value, protocol=5)])
+            elif tag == DONE and not sent_done:
+                sent_done = True
+                self._send_all(DONE, b"")
 
     def _receive(self) -> None:
         assert self.pull is not None
