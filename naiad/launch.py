@@ -246,7 +246,12 @@ class _Supervisor:
                             sel.unregister(self.links[i])
                         self._ended(i)
                         continue
-                    data = self.links[i].recv(1 << 20)
+                    try:
+                        data = self.links[i].recv(1 << 20)
+                    except ConnectionResetError:
+                        # It exited with the endpoints unread (it never activated): its
+                        # result, sent before, was read first.
+                        data = b""
                     if not data:
                         sel.unregister(self.links[i])
                         if i not in self.pidfds:
