@@ -266,8 +266,9 @@ class Computation:
         early, self._early = self._early, None
         fabric = early.take()
         try:
-            # A backstop: the launcher names a process late to activate first.
-            fabric.agree(self.graph.fingerprint(), float(self.options["connect_timeout"]) + 30)
+            # Launched (announce given): a backstop, the launcher names a late process first.
+            late = 30.0 if self._announce is not None else 0.0
+            fabric.agree(self.graph.fingerprint(), float(self.options["connect_timeout"]) + late)
         except BaseException:
             fabric.close(wait=0.0)
             raise
