@@ -152,3 +152,21 @@ def test_a_program_failing_before_activate_is_the_reported_cause():
 def test_processes_that_never_activate_end_cleanly_whatever_their_pace():
     # Each connects at its start and says goodbye when its program returns, early or late.
     assert naiad.execute(lp.returns_at_its_own_pace, processes=3) == [0, 1, 2]
+
+
+def test_a_peer_ending_before_activate_fails_activate_at_once():
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        inp.stream.collect()
+        if comp.process_index == 1:
+            raise ValueError("no input for process 1")
+        comp.activate()          # process 1 said goodbye instead of its graph
+        inp.on_completed()
+        comp.join(timeout=20)
+
+    t0 = time.monotonic()
+    parts = _by_hand(program)
+    assert isinstance(parts[1], ValueError)
+    assert isinstance(parts[0], naiad.ComputationFailed), parts[0]
+    assert "process(es) [1] ended before reaching activate" in str(parts[0])
+    assert time.monotonic() - t0 < 15      # not the 20 s of connect_timeout

@@ -158,9 +158,10 @@ class ControlPlane:
 
     def exchange(self, name: str, value: Any, timeout: float) -> Dict[int, Any]:
         """Send ``value`` to every peer and wait (at most ``timeout`` s) for each peer's value
-        for ``name``; returns them by process."""
+        for ``name``; returns them by process.  A peer that says goodbye first never sends
+        one: that fails at once."""
         self._post(ARRIVE, (name, value))
-        return self._await(name, timeout)
+        return self._await(name, timeout, ended_fails=True)
 
     def gather(self, name: str, timeout: float) -> None:
         """Process 0 waits until every other process reached ``name``; the others only tell
@@ -170,8 +171,9 @@ class ControlPlane:
         else:
             self._await(name, timeout)
 
-    def _await(self, name: str, timeout: float) -> Dict[int, Any]:
-        """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds)."""
+    def _await(self, name: str, timeout: float, ended_fails: bool = False) -> Dict[int, Any]:
+        """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds; with
+        ``ended_fails``, failing as soon as a peer that has not arrived said goodbye)."""
         deadline = time.monotonic() + timeout
         with self._arrival_cv:
             while True:
@@ -180,6 +182,11 @@ class ControlPlane:
                     del self._arrivals[name]
                     return got
                 self.hooks.check_failed()
+                ended = [p for p in self.peers() if p in self.done_from and p not in got]
+                if ended_fails and ended:
+                    msg = (f"process(es) {ended} ended before reaching {name} (the program "
+                           f"returned or failed first); process {self.process_index} stops")
+                    raise ComputationFailed(msg)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [p for p in self.peers() if p not in got]
@@ -300,6 +307,8 @@ class ControlPlane:
                     self._ready.set()
             elif tag == DONE:
                 self.done_from.add(proc)
+                with self._arrival_cv:
+                    self._arrival_cv.notify_all()       # a wait for it in exchange() ends
             elif tag == ARRIVE:
                 name, value = pickle.loads(frames[2].bytes)
                 with self._arrival_cv:

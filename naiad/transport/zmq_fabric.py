@@ -210,7 +210,7 @@ class ZmqFabric:
         message each way."""
         assert self.control is not None
         self.fingerprint = fingerprint
-        got = self.control.exchange("graph", fingerprint, timeout)
+        got = self.control.exchange("activate", fingerprint, timeout)
         for p, fp in sorted(got.items()):
             if fp != fingerprint:
                 raise ComputationFailed(self._differs(p, fp))
