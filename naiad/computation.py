@@ -149,6 +149,10 @@ class Computation:
             raise NaiadError(msg)
         if self._announce is not None:
             self._announce()
+        if self._early is not None:
+            # The others check the graph while this process compiles it (an invalid graph
+            # fails to compile in every process alike: they all built the same one).
+            self._early.offer(self.graph.fingerprint())
         self.graph.prune()
         reach = self.graph.compile()
         self.graph.frozen = True

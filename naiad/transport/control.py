@@ -156,11 +156,13 @@ class ControlPlane:
         got = self._await(name, timeout)
         return value if self.process_index == 0 else got.get(0)
 
-    def exchange(self, name: str, value: Any, timeout: float) -> Dict[int, Any]:
-        """Send ``value`` to every peer and wait (at most ``timeout`` s) for each peer's value
-        for ``name``; returns them by process.  A peer that says goodbye first never sends
-        one: that fails at once."""
+    def post_arrival(self, name: str, value: Any) -> None:
+        """Send ``value`` for ``name`` to every peer; :meth:`arrivals` collects theirs."""
         self._post(ARRIVE, (name, value))
+
+    def arrivals(self, name: str, timeout: float) -> Dict[int, Any]:
+        """Every peer's value for ``name`` (:meth:`post_arrival`), by process, waiting at most
+        ``timeout`` s.  A peer that says goodbye first never sends one: that fails at once."""
         return self._await(name, timeout, ended_fails=True)
 
     def gather(self, name: str, timeout: float) -> None:
@@ -308,7 +310,7 @@ class ControlPlane:
             elif tag == DONE:
                 self.done_from.add(proc)
                 with self._arrival_cv:
-                    self._arrival_cv.notify_all()       # a wait for it in exchange() ends
+                    self._arrival_cv.notify_all()       # a wait for it in arrivals() ends
             elif tag == ARRIVE:
                 name, value = pickle.loads(frames[2].bytes)
                 with self._arrival_cv:

@@ -6,7 +6,8 @@ that every process built the same graph does.  :class:`EarlyFabric` runs the con
 thread as soon as the computation exists, so that it overlaps the program's own work before
 ``activate``; ``activate`` then takes the fabric (:meth:`take`, joining the thread, which makes
 its sockets safe to use from the worker threads) and only exchanges the graph's fingerprint
-(:meth:`naiad.transport.zmq_fabric.ZmqFabric.agree`).  An error while connecting is raised by
+(:meth:`offer` sends it before the graph is compiled,
+:meth:`naiad.transport.zmq_fabric.ZmqFabric.agree` compares the others').  An error while connecting is raised by
 :meth:`take`, in ``activate``, as it would have been without the thread.
 """
 
@@ -48,6 +49,11 @@ class EarlyFabric:
         if self._error is not None:
             raise self._error
         return self._fabric
+
+    def offer(self, fingerprint: str) -> None:
+        """Send the graph's fingerprint to the others as soon as it is known (once connected),
+        so that they check it while this process compiles its graph."""
+        self.take().offer(fingerprint)
 
     def abandon(self) -> None:
         """The computation ends without activating: say goodbye to the peers and release the

@@ -204,13 +204,21 @@ class ZmqFabric:
                 socks[dst] = connect_push(self.ctx, self.keys, self.worker_endpoints[dst],
                                           hwm=SEND_HWM)
 
+    def offer(self, fingerprint: str) -> None:
+        """Send the graph's ``fingerprint`` to every peer (of a fabric made without one), which
+        compares it in :meth:`agree`."""
+        assert self.control is not None
+        if self.fingerprint is None:
+            self.fingerprint = fingerprint
+            self.control.post_arrival("activate", fingerprint)
+
     def agree(self, fingerprint: str, timeout: float) -> None:
         """Compare the graph's ``fingerprint`` with every peer's (of a fabric made without
-        one): each process sends its own and waits (at most ``timeout`` s) for the others', one
-        message each way."""
+        one): each process sends its own (:meth:`offer`, if not sent yet) and waits (at most
+        ``timeout`` s) for the others', one message each way."""
         assert self.control is not None
-        self.fingerprint = fingerprint
-        got = self.control.exchange("activate", fingerprint, timeout)
+        self.offer(fingerprint)
+        got = self.control.arrivals("activate", timeout)
         for p, fp in sorted(got.items()):
             if fp != fingerprint:
                 raise ComputationFailed(self._differs(p, fp))
