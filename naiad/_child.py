@@ -89,27 +89,29 @@ def main(argv) -> int:
     link = socket.socket(fileno=int(fd))
     link.set_inheritable(False)        # the program's own subprocesses do not hold it open
     rendezvous = LinkRendezvous(link, index)     # from now on, the launcher's end is watched
-    try:
-        # ``import linq`` in the parent installed the fluent Stream methods; a program pickled
-        # by value does not carry that import, so make it here too.
-        import linq  # noqa: F401
-    except ImportError:  # pragma: no cover - linq is part of the distribution
-        pass
     comp: Optional[Computation] = None
     result: tuple
     try:
-        # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
-        # travelled by value (a function of an importable module travels by name).
-        program, options = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
-        options = dict(options)
+        # The options come first, alone: the computation connects to the others (on a thread)
+        # while this process imports linq and the program's modules.
+        options = dict(pickle.loads((Path(workdir) / "options.pkl").read_bytes()))
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous
         if options.get("pin_cpus", True):
             bind_cpus(index, processes, workers)      # before any worker or ZeroMQ thread
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
-        comp.connect(announce=rendezvous.activated)   # while the program builds its graph
+        comp.connect(announce=rendezvous.activated)
         _stop_on_sigterm(comp)
+        try:
+            # ``import linq`` in the parent installed the fluent Stream methods; a program
+            # pickled by value does not carry that import, so make it here too.
+            import linq  # noqa: F401
+        except ImportError:  # pragma: no cover - linq is part of the distribution
+            pass
+        # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
+        # travelled by value (a function of an importable module travels by name).
+        program, _ = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
         result = ("ok", run_program(program, comp), "")
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
@@ -117,6 +119,8 @@ def main(argv) -> int:
         relayed = comp is not None and comp.failure_origin is not None
         result = ("error", exc, format_current(), relayed)
         code = 1
+        if comp is not None and comp.state == "building":
+            comp.shutdown()             # never activated: its early connection says goodbye
     try:
         data = outcome.encode(result)
     except Exception as exc:  # noqa: BLE001

@@ -127,6 +127,13 @@ def program_payload(program: Callable[[Any], Any],
         raise NaiadError(msg) from exc
 
 
+def _options_payload(options: Dict[str, Any]) -> bytes:
+    """The options alone, as the children read them before the program (by cloudpickle, as
+    in :func:`program_payload`: they are plain values, but nothing forbids others)."""
+    import cloudpickle
+    return cloudpickle.dumps(options)
+
+
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                  options: Dict[str, Any]) -> List[Any]:
     """Run ``program`` in ``processes`` new local processes; return their results in order."""
@@ -142,8 +149,11 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     links: List[socket.socket] = []
     try:
         payload = program_payload(program, options)
-        # Not fsynced: the file lives as long as this run, a machine crash ends both.
+        # Not fsynced: the files live as long as this run, a machine crash ends both.  The
+        # options also travel alone: a child reads them first and connects to the others
+        # while it imports the program's modules.
         write_atomic(workdir / "program.pkl", payload, sync=False)
+        write_atomic(workdir / "options.pkl", _options_payload(options), sync=False)
         restore = _terminate_as_exit()
         procs = []
         for i in range(processes):
