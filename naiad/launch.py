@@ -32,7 +32,7 @@ from naiad import outcome
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
-from naiad.placement import MALLOC_ARENAS
+from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
 from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
@@ -99,11 +99,13 @@ def _child_env() -> Dict[str, str]:
     is this process's working directory, resolved now), and nothing else: they start with -P,
     so the launcher's working directory is not put first (a stray cloudpickle.py there would
     otherwise be imported by every child).  They share one malloc arena between their threads
-    (:data:`MALLOC_ARENAS`) unless ``MALLOC_ARENA_MAX`` is set."""
+    (:data:`MALLOC_ARENAS`) unless ``MALLOC_ARENA_MAX`` is set, and ask for huge pages
+    (:data:`MALLOC_TUNABLES`) unless ``GLIBC_TUNABLES`` is set."""
     env = dict(os.environ)
     paths = [os.path.abspath(p or os.getcwd()) for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
+    env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
     return env
 
 
