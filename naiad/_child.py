@@ -24,7 +24,6 @@ from naiad.errors import ComputationFailed, format_current
 from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout,
                           send_message)
 from naiad.placement import bind_cpus
-from naiad.transport.zmq_fabric import settle
 
 
 class LinkRendezvous:
@@ -135,7 +134,6 @@ def main(argv) -> int:
         rendezvous.send(RESULT, data)
     except OSError:                    # the launcher is gone: nobody to report to
         code = 3
-    settle()        # the goodbyes to the other processes leave before this one exits
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

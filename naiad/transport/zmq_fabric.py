@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import threading
-import time
 from queue import SimpleQueue
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -37,7 +35,7 @@ from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authenticati
 from naiad.transport.wire import decode, encode, prepare
 from naiad.transport.zap import ZapHandler
 
-__all__ = ["ZmqFabric", "settle"]
+__all__ = ["ZmqFabric"]
 
 BATCH = b"D"         # the frame tag of a message of batches and progress updates
 _ITEMS_BEFORE_FLUSH = 64
@@ -51,18 +49,6 @@ PRECONNECT = 16
 """At most this many data sockets (local workers x remote workers) are connected before the
 first message, by a fabric made while the program builds its graph; beyond, each is connected
 at its first message (a worker of a wide computation may never send to most of the others)."""
-
-
-_ENDING: List[threading.Thread] = []    # contexts ending after their fabric closed
-
-
-def settle(timeout: float = 5.0) -> None:
-    """Wait (at most ``timeout`` s) until the contexts of the closed fabrics have ended, so
-    that their last messages (a goodbye, a failure) have left: a process calls this before it
-    exits without running Python's own shutdown (``os._exit``)."""
-    deadline = time.monotonic() + timeout
-    while _ENDING:
-        _ENDING.pop().join(max(0.0, deadline - time.monotonic()))
 
 
 def _bind_address(host_port: str) -> str:
@@ -122,9 +108,6 @@ class ZmqFabric:
         self.bytes_sent = 0
         self.messages_sent = 0
         self.control: Optional[ControlPlane] = None
-        # On ports of its own choosing, the context ends after close() returns (nobody waits
-        # to bind them again); on the given hosts' ports, before (a next run binds them).
-        self._term_later = hosts is None
         try:
             self._start(options, hosts)
         except BaseException:
@@ -423,12 +406,9 @@ class ZmqFabric:
                 failed = self.hooks.failure() is not None
                 wait = 0.5 if failed else self.heartbeat_timeout + 2.0
             self.control.finish(wait)
-        self._teardown(later=self._term_later)
+        self._teardown()
 
-    def _teardown(self, later: bool = False) -> None:
-        """Close every socket; stop the ZAP handler and terminate the context (which waits for
-        libzmq's I/O threads to finish closing, and for a final goodbye to leave) here, or with
-        ``later`` on a thread of their own: nothing of this process waits for them."""
+    def _teardown(self) -> None:
         self._closed = True
         if self.control is not None:
             self.control.close()
@@ -437,19 +417,11 @@ class ZmqFabric:
                 s.close(linger=0)
         for sock in self._data_pull:
             sock.close(linger=0)
-        if later:
-            ending = threading.Thread(target=self._end_context, name="naiad-term", daemon=True)
-            ending.start()
-            _ENDING.append(ending)
-        else:
-            self._end_context()
+        if self.auth is not None:
+            self.auth.stop()
+        self.ctx.term()
         for fd in (f for pair in self._worker_wake for f in pair):
             try:
                 os.close(fd)
             except OSError:
                 pass
-
-    def _end_context(self) -> None:
-        if self.auth is not None:
-            self.auth.stop()
-        self.ctx.term()
