@@ -2,7 +2,9 @@
 
 Each process binds one control socket (PULL) and connects one PUSH socket to every peer's; a
 communication thread serves them.  At start-up every process sends HELLO with its graph's
-fingerprint, its layout and its workers' data endpoints, and waits (bounded) for everyone's.
+fingerprint, its layout and its workers' data endpoints, and waits (bounded) for everyone's; a
+process that connects before its graph exists sends the fingerprint later, as an ARRIVE at
+``activate`` (:meth:`ControlPlane.post_arrival`, :meth:`ControlPlane.arrivals`).
 ZeroMQ's own heartbeats run on the control connections (in its I/O thread, without the GIL): a
 peer that is stopped or gone is disconnected, and if it did not say goodbye (DONE) within a
 grace period it is reported as a :class:`naiad.RemoteFailure`.  A failure of this process is
