@@ -21,7 +21,8 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout, send_message
+from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout,
+                          send_message)
 from naiad.placement import bind_cpus
 
 
@@ -31,6 +32,7 @@ class LinkRendezvous:
     def __init__(self, link: socket.socket, index: int, timeout: float = 60.0):
         self.link, self.index, self.timeout = link, index, timeout
         self.endpoints: "queue.Queue[List[str]]" = queue.Queue()
+        self._sending = threading.Lock()   # the connecting thread and the main one both send
         threading.Thread(target=self._read, name="naiad-link", daemon=True).start()
 
     def _read(self) -> None:
@@ -46,8 +48,17 @@ class LinkRendezvous:
                 if kind == ENDPOINTS:
                     self.endpoints.put(body.decode().split("\n"))
 
+    def send(self, kind: bytes, body: bytes) -> None:
+        """One message to the launcher (whole, whichever thread sends)."""
+        with self._sending:
+            send_message(self.link, kind, body)
+
+    def activated(self) -> None:
+        """Tell the launcher that this process entered ``activate``."""
+        self.send(ACTIVE, b"")
+
     def __call__(self, endpoint: str) -> List[str]:
-        send_message(self.link, ENDPOINT, endpoint.encode())
+        self.send(ENDPOINT, endpoint.encode())
         try:
             return self.endpoints.get(timeout=self.timeout)
         except queue.Empty:
@@ -77,26 +88,29 @@ def main(argv) -> int:
     link = socket.socket(fileno=int(fd))
     link.set_inheritable(False)        # the program's own subprocesses do not hold it open
     rendezvous = LinkRendezvous(link, index)     # from now on, the launcher's end is watched
-    try:
-        # ``import linq`` in the parent installed the fluent Stream methods; a program pickled
-        # by value does not carry that import, so make it here too.
-        import linq  # noqa: F401
-    except ImportError:  # pragma: no cover - linq is part of the distribution
-        pass
     comp: Optional[Computation] = None
     result: tuple
     try:
-        # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
-        # travelled by value (a function of an importable module travels by name).
-        program, options = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
-        options = dict(options)
+        # The options come first, alone: the computation connects to the others (on a thread)
+        # while this process imports linq and the program's modules.
+        options = dict(pickle.loads((Path(workdir) / "options.pkl").read_bytes()))
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous
         if options.get("pin_cpus", True):
             bind_cpus(index, processes, workers)      # before any worker or ZeroMQ thread
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
+        comp.connect(announce=rendezvous.activated)
         _stop_on_sigterm(comp)
+        try:
+            # ``import linq`` in the parent installed the fluent Stream methods; a program
+            # pickled by value does not carry that import, so make it here too.
+            import linq  # noqa: F401
+        except ImportError:  # pragma: no cover - linq is part of the distribution
+            pass
+        # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
+        # travelled by value (a function of an importable module travels by name).
+        program, _ = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
         result = ("ok", run_program(program, comp), "")
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
@@ -104,6 +118,8 @@ def main(argv) -> int:
         relayed = comp is not None and comp.failure_origin is not None
         result = ("error", exc, format_current(), relayed)
         code = 1
+        if comp is not None and comp.state == "building":
+            comp.shutdown()             # never activated: its early connection says goodbye
     try:
         data = outcome.encode(result)
     except Exception as exc:  # noqa: BLE001
@@ -115,7 +131,7 @@ def main(argv) -> int:
         data = outcome.encode(("error", err, result[2]))
         code = 1
     try:
-        send_message(link, RESULT, data)
+        rendezvous.send(RESULT, data)
     except OSError:                    # the launcher is gone: nobody to report to
         code = 3
     sys.stdout.flush()

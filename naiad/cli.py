@@ -80,6 +80,7 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.target)
     comp = Computation.from_args(args.flags)
+    comp.connect()          # meet the other processes while the program builds its graph
     result = run_program(program, comp)
     if result is not None:
         print(result)

@@ -12,6 +12,7 @@ from naiad.recovery.coordinator import Coordinator
 from naiad.recovery.store import CheckpointStore
 from naiad.debug import GlobalView
 from naiad.progress.timestamp import Timestamp
+from naiad.transport.early import EarlyFabric
 from naiad.transport.inproc import LocalFabric
 from naiad.transport.protocol import Fabric, FabricHooks
 from naiad.transport.wire import explain_pickling
@@ -80,6 +81,8 @@ class Computation:
         self.checkpoint_stats: List[Dict[str, Any]] = []
         self.observer: Optional[Observer] = Observer(self) if wanted(self.options) else None
         self.window: Optional[EpochWindow] = None      # made at activate (flow control)
+        self._early: Optional[EarlyFabric] = None      # connecting since connect()
+        self._announce: Optional[Callable[[], None]] = None
 
     # ---- the contract's properties --------------------------------------------------------
     @property
@@ -129,11 +132,27 @@ class Computation:
         return graph_dot(self.graph)
 
     # ---- running ----------------------------------------------------------------------------
+    def connect(self, announce: Optional[Callable[[], None]] = None) -> None:
+        """Start connecting to the other processes now, in the background, while the program
+        builds its graph and reads its input (``execute``'s processes do, at their start; see
+        :mod:`naiad.transport.early`); ``activate`` then only compares the graphs.
+        ``announce`` is called when ``activate`` starts (the launcher watches for processes
+        that never activate).  Without this, ``activate`` connects."""
+        if self.processes > 1 and self._early is None and self._state == "building":
+            self._announce = announce
+            self._early = EarlyFabric(lambda: self._new_fabric(None))
+
     def activate(self) -> None:
         """Freeze the graph, connect to the other processes and start this process's workers."""
         if self._state != "building":
             msg = f"activate() was already called (computation is {self._state})"
             raise NaiadError(msg)
+        if self._announce is not None:
+            self._announce()
+        if self._early is not None:
+            # The others check the graph while this process compiles it (an invalid graph
+            # fails to compile in every process alike: they all built the same one).
+            self._early.offer(self.graph.fingerprint())
         self.graph.prune()
         reach = self.graph.compile()
         self.graph.frozen = True
@@ -246,10 +265,24 @@ class Computation:
     def _make_fabric(self) -> Fabric:
         if self.processes == 1:
             return LocalFabric(0, 1, self.workers_per_process)
+        if self._early is None:
+            return self._new_fabric(self.graph.fingerprint())
+        early, self._early = self._early, None
+        fabric = early.take()
+        try:
+            # Launched (announce given): a backstop, the launcher names a late process first.
+            late = 30.0 if self._announce is not None else 0.0
+            fabric.agree(self.graph.fingerprint(), float(self.options["connect_timeout"]) + late)
+        except BaseException:
+            fabric.close(wait=0.0)
+            raise
+        return fabric
+
+    def _new_fabric(self, fingerprint: Optional[str]) -> ZmqFabric:
         hooks = FabricHooks(fail=self.fail, failure=lambda: self._failure,
                             explain_unpicklable=self._explain_unpicklable)
         return ZmqFabric(self.process_index, self.processes, self.workers_per_process,
-                         self.options, self.graph.fingerprint(), hooks, self.hosts)
+                         self.options, fingerprint, hooks, self.hosts)
 
     def _explain_unpicklable(self, src: int, items: list) -> None:
         explain_pickling(self.graph, src, items, self.process_index)
@@ -355,8 +388,15 @@ class Computation:
         if self._failure is not None:
             raise self._failure
 
+    def _abandon_connection(self) -> None:
+        """The computation ends without having been activated: release its early connection."""
+        if self._early is not None:
+            self._early.abandon()
+            self._early = None
+
     def shutdown(self) -> None:
         """Stop the workers without waiting for completion (after the program itself failed)."""
+        self._abandon_connection()
         if self._state == "active":
             if self.coordinator is not None and self._failure is None:
                 self.coordinator.settle()   # a checkpoint being written is finished first
@@ -368,6 +408,7 @@ class Computation:
 
     def finish(self) -> None:
         """After the program returns: complete open inputs and join, so nothing is left running."""
+        self._abandon_connection()
         if self._state != "active":
             return
         for i in self.inputs:

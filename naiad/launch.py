@@ -32,14 +32,16 @@ from naiad import outcome
 from naiad.files import write_atomic
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
-from naiad.placement import MALLOC_ARENAS
+from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
 from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
-           "ENDPOINTS", "RESULT", "rendezvous_timeout"]
+           "ENDPOINTS", "ACTIVE", "RESULT", "rendezvous_timeout"]
 
-ENDPOINT, ENDPOINTS, RESULT = b"E", b"A", b"R"
-"""Kinds of message on a link: a child's endpoint, everyone's endpoints, a child's result."""
+ENDPOINT, ENDPOINTS, ACTIVE, RESULT = b"E", b"A", b"V", b"R"
+"""Kinds of message on a link: a child's endpoint (sent when its computation is made, which
+starts connecting at once), everyone's endpoints, a child's entering ``activate``, a child's
+result."""
 
 _HEADER = struct.Struct("!cQ")      # kind, length of the body
 
@@ -97,11 +99,13 @@ def _child_env() -> Dict[str, str]:
     is this process's working directory, resolved now), and nothing else: they start with -P,
     so the launcher's working directory is not put first (a stray cloudpickle.py there would
     otherwise be imported by every child).  They share one malloc arena between their threads
-    (:data:`MALLOC_ARENAS`) unless ``MALLOC_ARENA_MAX`` is set."""
+    (:data:`MALLOC_ARENAS`) unless ``MALLOC_ARENA_MAX`` is set, and ask for huge pages
+    (:data:`MALLOC_TUNABLES`) unless ``GLIBC_TUNABLES`` is set."""
     env = dict(os.environ)
     paths = [os.path.abspath(p or os.getcwd()) for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
+    env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
     return env
 
 
@@ -125,6 +129,13 @@ def program_payload(program: Callable[[Any], Any],
         raise NaiadError(msg) from exc
 
 
+def _options_payload(options: Dict[str, Any]) -> bytes:
+    """The options alone, as the children read them before the program (by cloudpickle, as
+    in :func:`program_payload`: they are plain values, but nothing forbids others)."""
+    import cloudpickle
+    return cloudpickle.dumps(options)
+
+
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                  options: Dict[str, Any]) -> List[Any]:
     """Run ``program`` in ``processes`` new local processes; return their results in order."""
@@ -140,8 +151,11 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     links: List[socket.socket] = []
     try:
         payload = program_payload(program, options)
-        # Not fsynced: the file lives as long as this run, a machine crash ends both.
+        # Not fsynced: the files live as long as this run, a machine crash ends both.  The
+        # options also travel alone: a child reads them first and connects to the others
+        # while it imports the program's modules.
         write_atomic(workdir / "program.pkl", payload, sync=False)
+        write_atomic(workdir / "options.pkl", _options_payload(options), sync=False)
         restore = _terminate_as_exit()
         procs = []
         for i in range(processes):
@@ -201,6 +215,7 @@ class _Supervisor:
         self.procs, self.links = procs, links
         self.readers = [MessageReader() for _ in procs]
         self.endpoints: Dict[int, str] = {}
+        self.activated: set = set()         # processes that entered activate
         self.results: Dict[int, Any] = {}   # read as soon as they arrive, while others run
         self.outcome: Dict[int, Any] = {}
         self.order: List[int] = []          # processes in the order their failure was seen
@@ -243,7 +258,12 @@ class _Supervisor:
                             sel.unregister(self.links[i])
                         self._ended(i)
                         continue
-                    data = self.links[i].recv(1 << 20)
+                    try:
+                        data = self.links[i].recv(1 << 20)
+                    except ConnectionResetError:
+                        # It exited with the endpoints unread (it never activated): its
+                        # result, sent before, was read first.
+                        data = b""
                     if not data:
                         sel.unregister(self.links[i])
                         if i not in self.pidfds:
@@ -293,11 +313,15 @@ class _Supervisor:
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _message(self, i: int, kind: bytes, body: bytes) -> None:
-        if kind == ENDPOINT:
-            if not self.endpoints:
+        if kind == ACTIVE:
+            if not self.activated:
                 self.rendezvous_deadline = time.monotonic() + self.rendezvous_timeout
-            self.endpoints[i] = body.decode()
+            self.activated.add(i)
             self._check_absent()
+            if len(self.activated) == len(self.procs):
+                self.rendezvous_deadline = None
+        elif kind == ENDPOINT:
+            self.endpoints[i] = body.decode()
             if len(self.endpoints) == len(self.procs):
                 everyone = "\n".join(self.endpoints[j] for j in range(len(self.procs))).encode()
                 for j, link in enumerate(self.links):
@@ -306,14 +330,13 @@ class _Supervisor:
                             send_message(link, ENDPOINTS, everyone)
                         except OSError:       # it died meanwhile: its end of file tells
                             pass
-                self.rendezvous_deadline = None
         elif kind == RESULT:
             self.results[i] = self._load_result(i, body)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         if self.rendezvous_deadline is not None and now >= self.rendezvous_deadline:
-            missing = [i for i in range(len(self.procs)) if i not in self.endpoints]
+            missing = [i for i in range(len(self.procs)) if i not in self.activated]
             who = ", ".join(f"process {i} (pid {self.procs[i].pid})" for i in missing)
             why = (f"{who} did not join the rendezvous (call comp.activate()) within "
                    f"{self.rendezvous_timeout:g} s of the first process (the connect_timeout "
@@ -391,10 +414,10 @@ class _Supervisor:
     def _check_absent(self) -> None:
         """Fail the run when processes wait in the rendezvous for one that returned without
         joining it (in whichever order the two were seen)."""
-        if not self.endpoints or self.launcher_failure is not None:
+        if not self.activated or self.launcher_failure is not None:
             return
         for i, res in sorted(self.outcome.items()):
-            if res[0] == "ok" and i not in self.endpoints:
+            if res[0] == "ok" and i not in self.activated:
                 self._fail_all(f"process {i} (pid {self.procs[i].pid}) returned without "
                                "calling comp.activate(), while the other processes wait for "
                                "it in the rendezvous: every process must activate the "

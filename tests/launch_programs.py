@@ -54,6 +54,23 @@ def never_activates_in_one(comp: naiad.Computation) -> int:
     return os.getpid()
 
 
+def fails_before_activate_in_one(comp: naiad.Computation) -> None:
+    """Process 1 raises while it reads its input, before activate; process 0 waits for it."""
+    inp = comp.new_input(name="lines")
+    inp.stream.collect()
+    if comp.process_index == 1:
+        raise ValueError("no input for process 1")
+    comp.activate()
+    inp.on_completed()
+    comp.join(timeout=60)
+
+
+def returns_at_its_own_pace(comp: naiad.Computation) -> int:
+    """No process activates; process i returns after i * 0.3 s."""
+    time.sleep(0.3 * comp.process_index)
+    return comp.process_index
+
+
 def forks_a_sleeper(comp: naiad.Computation) -> int:
     """Leave a forked process (holding this process's link to the launcher) running 60 s."""
     pid = os.fork()

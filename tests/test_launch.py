@@ -125,6 +125,17 @@ def test_children_share_one_malloc_arena_unless_told_otherwise(monkeypatch):
     assert naiad.execute(_arenas, processes=2) == ["4", "4"]
 
 
+def _tunables(comp):
+    return os.environ.get("GLIBC_TUNABLES")
+
+
+def test_children_ask_for_huge_pages_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert naiad.execute(_tunables, processes=2) == ["glibc.malloc.hugetlb=1"] * 2
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
+    assert naiad.execute(_tunables, processes=2) == ["glibc.malloc.hugetlb=0"] * 2
+
+
 def _cpus(comp):
     import threading
     seen = {}

@@ -2,7 +2,9 @@
 
 Each process binds one control socket (PULL) and connects one PUSH socket to every peer's; a
 communication thread serves them.  At start-up every process sends HELLO with its graph's
-fingerprint, its layout and its workers' data endpoints, and waits (bounded) for everyone's.
+fingerprint, its layout and its workers' data endpoints, and waits (bounded) for everyone's; a
+process that connects before its graph exists sends the fingerprint later, as an ARRIVE at
+``activate`` (:meth:`ControlPlane.post_arrival`, :meth:`ControlPlane.arrivals`).
 ZeroMQ's own heartbeats run on the control connections (in its I/O thread, without the GIL): a
 peer that is stopped or gone is disconnected, and if it did not say goodbye (DONE) within a
 grace period it is reported as a :class:`naiad.RemoteFailure`.  A failure of this process is
@@ -156,6 +158,15 @@ class ControlPlane:
         got = self._await(name, timeout)
         return value if self.process_index == 0 else got.get(0)
 
+    def post_arrival(self, name: str, value: Any) -> None:
+        """Send ``value`` for ``name`` to every peer; :meth:`arrivals` collects theirs."""
+        self._post(ARRIVE, (name, value))
+
+    def arrivals(self, name: str, timeout: float) -> Dict[int, Any]:
+        """Every peer's value for ``name`` (:meth:`post_arrival`), by process, waiting at most
+        ``timeout`` s.  A peer that says goodbye first never sends one: that fails at once."""
+        return self._await(name, timeout, ended_fails=True)
+
     def gather(self, name: str, timeout: float) -> None:
         """Process 0 waits until every other process reached ``name``; the others only tell
         process 0 that they did, and go on at once."""
@@ -164,8 +175,9 @@ class ControlPlane:
         else:
             self._await(name, timeout)
 
-    def _await(self, name: str, timeout: float) -> Dict[int, Any]:
-        """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds)."""
+    def _await(self, name: str, timeout: float, ended_fails: bool = False) -> Dict[int, Any]:
+        """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds; with
+        ``ended_fails``, failing as soon as a peer that has not arrived said goodbye)."""
         deadline = time.monotonic() + timeout
         with self._arrival_cv:
             while True:
@@ -174,6 +186,11 @@ class ControlPlane:
                     del self._arrivals[name]
                     return got
                 self.hooks.check_failed()
+                ended = [p for p in self.peers() if p in self.done_from and p not in got]
+                if ended_fails and ended:
+                    msg = (f"process(es) {ended} ended before reaching {name} (the program "
+                           f"returned or failed first); process {self.process_index} stops")
+                    raise ComputationFailed(msg)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [p for p in self.peers() if p not in got]
@@ -243,21 +260,7 @@ class ControlPlane:
             poller.register(mon, zmq.POLLIN)
         sent_done = False
         while not self._stop_thread:
-            while True:
-                try:
-                    tag, value = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if tag == FAIL:
-                    self._send_all(FAIL, dump_failure(value, self.process_index))
-                elif tag == ARRIVE:
-                    self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
-                elif tag == ARRIVE_AT_ZERO:
-                    self._push[0].send_multipart([ARRIVE, self.process_index.to_bytes(4, "little"),
-                                                  pickle.dumps(value, protocol=5)])
-                elif tag == DONE and not sent_done:
-                    sent_done = True
-                    self._send_all(DONE, b"")
+            sent_done = self._send_posted(sent_done)
             if sent_done and len(self.done_from) == self.processes - 1:
                 self._finished.set()
             if self._gone:
@@ -273,6 +276,25 @@ class ControlPlane:
                     self._on_monitor(mon, p)
             if self.pull in events:
                 self._receive()
+        self._send_posted(sent_done)   # a goodbye posted just before close() still leaves
+
+    def _send_posted(self, sent_done: bool) -> bool:
+        """Send what this process posted; returns whether DONE has been sent."""
+        while True:
+            try:
+                tag, value = self._queue.get_nowait()
+            except queue.Empty:
+                return sent_done
+            if tag == FAIL:
+                self._send_all(FAIL, dump_failure(value, self.process_index))
+            elif tag == ARRIVE:
+                self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
+            elif tag == ARRIVE_AT_ZERO:
+                self._push[0].send_multipart([ARRIVE, self.process_index.to_bytes(4, "little"),
+                                              pickle.dumps(value, protocol=5)])
+            elif tag == DONE and not sent_done:
+                sent_done = True
+                self._send_all(DONE, b"")
 
     def _receive(self) -> None:
         assert self.pull is not None
@@ -289,6 +311,8 @@ class ControlPlane:
                     self._ready.set()
             elif tag == DONE:
                 self.done_from.add(proc)
+                with self._arrival_cv:
+                    self._arrival_cv.notify_all()       # a wait for it in arrivals() ends
             elif tag == ARRIVE:
                 name, value = pickle.loads(frames[2].bytes)
                 with self._arrival_cv:

@@ -45,6 +45,10 @@ copy must stay alive until libzmq has sent it, which pyzmq learns through its ga
 thread (started on the first such send, then woken once per frame to drop the reference): a
 thread wake-up and a turn of the GIL per message, against a copy of 20-50 us for a few hundred
 KB.  Larger messages (whole tables of edges) are sent without a copy."""
+PRECONNECT = 16
+"""At most this many data sockets (local workers x remote workers) are connected before the
+first message, by a fabric made while the program builds its graph; beyond, each is connected
+at its first message (a worker of a wide computation may never send to most of the others)."""
 
 
 def _bind_address(host_port: str) -> str:
@@ -60,11 +64,14 @@ class ZmqFabric:
     ``options`` are the computation's (``heartbeat_timeout``, ``connect_timeout``, ``secret``,
     ``rendezvous``, ``listen``); ``hosts`` the ``host:port`` of every process when started by
     hand (else a rendezvous callable in the options gives the endpoints); ``fingerprint`` the
-    graph's, compared with every peer's at start-up.
+    graph's, compared with every peer's at start-up.  A fabric made before the graph is known
+    (``fingerprint=None``: it connects while the program builds its graph) is connected to
+    every peer, its data sockets too, when the constructor returns, and compares fingerprints
+    later, in :meth:`agree`.
     """
 
     def __init__(self, process_index: int, processes: int, workers_per_process: int,
-                 options: Mapping[str, Any], fingerprint: str,
+                 options: Mapping[str, Any], fingerprint: Optional[str],
                  hooks: Optional[FabricHooks] = None, hosts: Optional[Sequence[str]] = None):
         self.process_index = process_index
         self.processes = processes
@@ -163,6 +170,46 @@ class ZmqFabric:
                                        self.processes, mine))
         hellos = self.control.wait_for_peers(float(opts["connect_timeout"]))
         self._check_peers(hellos)
+        if self.fingerprint is None:
+            self._connect_data()
+
+    def _connect_data(self) -> None:
+        """Connect every local worker's data socket to every remote worker now (when there are
+        at most :data:`PRECONNECT` of them), so that their CURVE handshakes are done before the
+        first message instead of delaying it; the worker threads use them afterwards (the
+        thread that made them is joined first)."""
+        remote = [w for w in self.worker_endpoints
+                  if not self.first <= w < self.first + self.workers_per_process]
+        if len(remote) * self.workers_per_process > PRECONNECT:
+            return
+        for socks in self._push:
+            for dst in remote:
+                socks[dst] = connect_push(self.ctx, self.keys, self.worker_endpoints[dst],
+                                          hwm=SEND_HWM)
+
+    def offer(self, fingerprint: str) -> None:
+        """Send the graph's ``fingerprint`` to every peer (of a fabric made without one), which
+        compares it in :meth:`agree`."""
+        assert self.control is not None
+        if self.fingerprint is None:
+            self.fingerprint = fingerprint
+            self.control.post_arrival("activate", fingerprint)
+
+    def agree(self, fingerprint: str, timeout: float) -> None:
+        """Compare the graph's ``fingerprint`` with every peer's (of a fabric made without
+        one): each process sends its own (:meth:`offer`, if not sent yet) and waits (at most
+        ``timeout`` s) for the others', one message each way."""
+        assert self.control is not None
+        self.offer(fingerprint)
+        got = self.control.arrivals("activate", timeout)
+        for p, fp in sorted(got.items()):
+            if fp != fingerprint:
+                raise ComputationFailed(self._differs(p, fp))
+
+    def _differs(self, p: int, fp: str) -> str:
+        return (f"process {p} built a different dataflow graph (fingerprint {fp}) than "
+                f"process {self.process_index} ({self.fingerprint}); every process must "
+                "build the same stages in the same order")
 
     def _check_peers(self, hellos: Dict[int, Any]) -> None:
         for p, (fp, workers, processes, endpoints) in sorted(hellos.items()):
@@ -171,11 +218,8 @@ class ZmqFabric:
                        f"process {self.process_index} runs {self.processes} x "
                        f"{self.workers_per_process}; give every process the same -n and -t")
                 raise ComputationFailed(msg)
-            if fp != self.fingerprint:
-                msg = (f"process {p} built a different dataflow graph (fingerprint {fp}) than "
-                       f"process {self.process_index} ({self.fingerprint}); every process must "
-                       "build the same stages in the same order")
-                raise ComputationFailed(msg)
+            if fp is not None and self.fingerprint is not None and fp != self.fingerprint:
+                raise ComputationFailed(self._differs(p, fp))
             for i, ep in enumerate(endpoints):
                 self.worker_endpoints[p * workers + i] = ep
 
@@ -352,13 +396,16 @@ class ZmqFabric:
         assert self.control is not None
         self.control.gather(name, timeout)
 
-    def close(self) -> None:
-        """Tell the peers this process is done, wait (bounded) for theirs, release sockets."""
+    def close(self, wait: Optional[float] = None) -> None:
+        """Tell the peers this process is done, wait (at most ``wait`` s; by default the
+        heartbeat timeout and 2 s, or 0.5 s after a failure) for theirs, release sockets."""
         if self._closed:
             return
         if self.control is not None:
-            failed = self.hooks.failure() is not None
-            self.control.finish(0.5 if failed else self.heartbeat_timeout + 2.0)
+            if wait is None:
+                failed = self.hooks.failure() is not None
+                wait = 0.5 if failed else self.heartbeat_timeout + 2.0
+            self.control.finish(wait)
         self._teardown()
 
     def _teardown(self) -> None:

@@ -1,0 +1,172 @@
+"""Connecting before activate: ``Computation.connect`` (what ``execute``'s processes do at their
+start) connects the processes while the program builds its graph, and ``activate`` only compares
+the graphs.  Results against a plain Python oracle; mismatches and failures before activate are
+still reported, by whom and why."""
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+from typing import Any, Dict, List
+
+import pytest
+
+import naiad
+import stages
+from naiad.testing import free_ports
+from tests import launch_programs as lp
+from tests.dist_programs import CountPerKey
+
+SECRET = "naiad-key:" + "5a" * 32
+
+
+def _words(seed: int, n: int) -> List[str]:
+    rng = random.Random(seed)
+    return [f"w{rng.randrange(40)}" for _ in range(n)]
+
+
+def _by_hand(program, processes: int = 2, **options: Any) -> Dict[int, Any]:
+    """``program(comp)`` in ``processes`` threads of this process, each a computation started
+    by hand (``hosts``) that connects before it builds its graph."""
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(processes)]
+    out: Dict[int, Any] = {}
+
+    def one(i: int) -> None:
+        comp = naiad.Computation(process_index=i, processes=processes, hosts=hosts,
+                                 secret=SECRET, connect_timeout=20, **options)
+        comp.connect()
+        try:
+            out[i] = program(comp)
+        except BaseException as exc:  # noqa: BLE001 - compared by the test
+            out[i] = exc
+            comp.shutdown()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a computation did not finish"
+    return out
+
+
+def _established_to(port: int) -> int:
+    """TCP connections of this machine in state ESTABLISHED to ``port`` on 127.0.0.1."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in list(f)[1:]:
+            fields = line.split()
+            remote, state = fields[2], fields[3]
+            if state == "01" and remote == f"0100007F:{port:04X}":
+                count += 1
+    return count
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs /proc/net/tcp")
+def test_connect_meets_the_other_processes_before_activate():
+    ports = free_ports(2)
+    hosts = [f"127.0.0.1:{p}" for p in ports]
+    comps = [naiad.Computation(process_index=i, processes=2, hosts=hosts, secret=SECRET,
+                               connect_timeout=20) for i in range(2)]
+    for comp in comps:
+        comp.connect()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not all(_established_to(p) for p in ports):
+        time.sleep(0.01)
+    # Each process's control socket has its peer connected, and no graph exists yet.
+    assert all(_established_to(p) for p in ports)
+    for comp in comps:
+        comp.finish()           # never activated: the early connection is released
+    assert [c.state for c in comps] == ["building", "building"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_computation_connected_before_its_graph_counts_words_like_counter(seed):
+    words = _words(seed, 3000)
+
+    def program(comp):
+        time.sleep(0.05 * comp.process_index)    # one builds its graph later than the other
+        inp = comp.new_input(name="words")
+        got = stages.unary(inp.stream, CountPerKey, partition_by=lambda w: w,
+                           name="count").collect()
+        comp.activate()
+        inp.on_next(words[comp.process_index::comp.processes])
+        inp.on_completed()
+        comp.join(timeout=30)
+        return got.results.get(0, [])
+
+    parts = _by_hand(program)
+    merged: Dict[str, int] = {}
+    for part in parts.values():
+        assert not isinstance(part, BaseException), part
+        for word, n in part:
+            assert word not in merged, "a key reached two processes"
+            merged[word] = n
+    assert merged == dict(Counter(words))
+
+
+def test_graphs_that_differ_are_found_after_an_early_connection():
+    def program(comp):
+        inp = comp.new_input(name="a" if comp.process_index == 0 else "b")
+        inp.stream.collect()
+        comp.activate()
+        inp.on_completed()
+        comp.join(timeout=20)
+
+    parts = _by_hand(program)
+    for i in (0, 1):
+        assert isinstance(parts[i], naiad.ComputationFailed), parts[i]
+        assert "different dataflow graph" in str(parts[i])
+
+
+def test_layouts_that_differ_are_reported_by_activate():
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    errors: Dict[int, BaseException] = {}
+
+    def one(i: int) -> None:
+        comp = naiad.Computation(process_index=i, processes=2, workers=1 + i, hosts=hosts,
+                                 secret=SECRET, connect_timeout=20)
+        comp.connect()
+        comp.new_input(name="numbers").stream.collect()
+        try:
+            comp.activate()
+        except BaseException as exc:  # noqa: BLE001
+            errors[i] = exc
+        comp.shutdown()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(errors) == [0, 1]
+    assert all("give every process the same -n and -t" in str(e) for e in errors.values())
+
+
+def test_a_program_failing_before_activate_is_the_reported_cause():
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="no input for process 1"):
+        naiad.execute(lp.fails_before_activate_in_one, processes=2)
+    assert time.monotonic() - t0 < 20
+
+
+def test_processes_that_never_activate_end_cleanly_whatever_their_pace():
+    # Each connects at its start and says goodbye when its program returns, early or late.
+    assert naiad.execute(lp.returns_at_its_own_pace, processes=3) == [0, 1, 2]
+
+
+def test_a_peer_ending_before_activate_fails_activate_at_once():
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        inp.stream.collect()
+        if comp.process_index == 1:
+            raise ValueError("no input for process 1")
+        comp.activate()          # process 1 said goodbye instead of its graph
+        inp.on_completed()
+        comp.join(timeout=20)
+
+    t0 = time.monotonic()
+    parts = _by_hand(program)
+    assert isinstance(parts[1], ValueError)
+    assert isinstance(parts[0], naiad.ComputationFailed), parts[0]
+    assert "process(es) [1] ended before reaching activate" in str(parts[0])
+    assert time.monotonic() - t0 < 15      # not the 20 s of connect_timeout
