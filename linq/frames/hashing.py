@@ -150,10 +150,12 @@ def route_hash(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     return out
 
 
-def destinations(hashes: np.ndarray, workers: int) -> np.ndarray:
+def destinations(hashes: np.ndarray, workers: int, reuse: bool = False) -> np.ndarray:
     """The worker (``0 .. workers-1``) of each hash, from its high 32 bits (as uint16 below
-    65,536 workers: small integers sort and compare faster)."""
-    out = hashes >> np.uint64(32)
+    65,536 workers: small integers sort and compare faster).  With ``reuse`` the work is done
+    in ``hashes`` itself (a temporary of the caller's, such as :func:`route_hash`'s result),
+    which saves an array as large as it: in a fresh process, a page fault per 4 KB."""
+    out = np.right_shift(hashes, np.uint64(32), out=hashes if reuse else None)
     out *= np.uint64(workers)
     out >>= np.uint64(32)
     return out.astype(np.uint16 if workers <= 1 << 16 else np.intp)

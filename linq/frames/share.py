@@ -55,7 +55,7 @@ def owners(table: pa.Table, keys: Keys, workers: int) -> np.ndarray:
     known = None if key is None else routes.recall(key, workers)
     if known is not None:
         return known
-    dest = destinations(route_hash(table, names), workers)
+    dest = destinations(route_hash(table, names), workers, reuse=True)
     if key is not None:
         routes.remember(key, workers, dest)
     return dest

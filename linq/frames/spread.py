@@ -127,7 +127,8 @@ class SpreadPlan:
             inverse = None
         else:
             distinct, inverse = np.unique(targets, return_inverse=True)
-        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes))
+        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes),
+                             reuse=True)
         order = np.argsort(owner, kind="stable")
         number = np.empty(len(distinct), np.intp)
         number[order] = np.arange(len(distinct))

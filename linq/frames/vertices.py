@@ -84,7 +84,7 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
 
 def row_workers(table: pa.Table, keys: Sequence[str], workers: int) -> np.ndarray:
     """The worker (``0 .. workers-1``) of each row of ``table`` by its ``keys`` columns."""
-    return destinations(route_hash(table, keys), workers)
+    return destinations(route_hash(table, keys), workers, reuse=True)
 
 
 def _same_array(a: pa.Array, b: pa.Array) -> bool:
