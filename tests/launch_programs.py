@@ -1,4 +1,4 @@
-"""Programs for tests/test_launch.py, importable by name in the launched processes.
+"""Programs for the launch and distributed tests, importable by name in the launched processes.
 
 ``BOOK`` is this module's data (2 MB of text, made at import): a program of this module that
 reads it travels to the processes as its name, and every process makes ``BOOK`` itself.
@@ -78,3 +78,13 @@ def forks_a_sleeper(comp: naiad.Computation) -> int:
         time.sleep(60)
         os._exit(0)
     return pid
+
+
+def differing_graphs(comp: naiad.Computation) -> None:
+    """Each process names its input differently: the processes build different graphs, which
+    they must find out at ``activate``."""
+    inp = comp.new_input(name="a" if comp.process_index == 0 else "b")
+    inp.stream.collect()
+    comp.activate()
+    inp.on_completed()
+    comp.join(timeout=20)

@@ -16,7 +16,7 @@ import naiad
 import stages
 from naiad.testing import free_ports, run
 from naiad.transport.security import needs_authentication
-from tests import dist_programs, procfs
+from tests import dist_programs, launch_programs, procfs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,15 +74,8 @@ def test_a_vertex_error_in_another_process_names_stage_vertex_time_and_process()
 
 
 def test_processes_with_different_graphs_are_detected_at_start():
-    def program(comp):
-        inp = comp.new_input(name="a" if comp.process_index == 0 else "b")
-        inp.stream.collect()
-        comp.activate()
-        inp.on_completed()
-        comp.join(timeout=20)
-
     with pytest.raises(naiad.ComputationFailed, match="different dataflow graph"):
-        naiad.execute(program, processes=2)
+        naiad.execute(launch_programs.differing_graphs, processes=2)
 
 
 def test_a_missing_process_is_named_after_the_connect_timeout():
