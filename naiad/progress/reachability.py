@@ -150,12 +150,18 @@ def _closure(
             continue  # superseded by a smaller summary since it was queued
         for dst, edge in outgoing[loc]:
             new = summary.then(edge)
-            chain = best.setdefault(dst, [])
-            if any(old.less_equal(new) for old in chain):
+            chain = best.get(dst)
+            if chain is None:
+                best[dst] = [new]
+                work.append((dst, new))
                 continue
-            chain[:] = [old for old in chain if not new.less_equal(old)]
-            chain.append(new)
-            work.append((dst, new))
+            for old in chain:
+                if old.less_equal(new):
+                    break
+            else:
+                chain[:] = [old for old in chain if not new.less_equal(old)]
+                chain.append(new)
+                work.append((dst, new))
     return {dst: tuple(sorted(chain)) for dst, chain in best.items()}
 
 

@@ -9,6 +9,9 @@ from naiad.progress.timestamp import Timestamp
 __all__ = ["PathSummary"]
 
 
+_make = tuple.__new__
+
+
 class PathSummary(tuple):
     """A function on timestamps in normal form ``(keep, delta, extra)``.
 
@@ -137,13 +140,15 @@ class PathSummary(tuple):
 
         ``a.then(b).apply(t) == b.apply(a.apply(t))`` for every timestamp ``t`` of the source.
         """
+        # Composing two valid summaries gives a valid one, so the result is built without
+        # __new__'s checks (graph compilation composes summaries a few hundred times).
         k1, d1, e1 = self
         k2, d2, e2 = other
         if k2 < k1:
             # other drops the counter self added to; only other's effect remains.
-            return PathSummary(k2, d2, e2)
+            return other if type(other) is PathSummary else PathSummary(k2, d2, e2)
         if k2 == k1:
-            return PathSummary(k1, d1 + d2, e2)
+            return _make(PathSummary, (k1, d1 + d2, e2))
         reach = k2 - k1  # how many of self's appended counters other keeps
         if reach > len(e1):
             msg = (
@@ -151,7 +156,7 @@ class PathSummary(tuple):
                 f"{other!r} (which reads {k2}): the paths meet at locations of different depths"
             )
             raise ValueError(msg)
-        return PathSummary(k1, d1, e1[: reach - 1] + (e1[reach - 1] + d2,) + e2)
+        return _make(PathSummary, (k1, d1, e1[: reach - 1] + (e1[reach - 1] + d2,) + e2))
 
     def less_equal(self, other: "PathSummary") -> bool:
         """True when ``self.apply(t)`` is at most ``other.apply(t)`` for every timestamp ``t``.
