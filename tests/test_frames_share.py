@@ -5,6 +5,7 @@ cluster configuration."""
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -132,3 +133,31 @@ def test_remembered_routes_are_bounded_and_keep_their_arrays_alive():
         routes.remember(arrays[0], 2, np.zeros(3, np.uint16))
     routes.forget()
     assert routes.recall(arrays[-1], 2) is None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_share_keeps_exactly_the_owned_rows_of_every_column_type(seed):
+    """Tables of plain numbers are selected by numpy, others by Arrow's filter: either way the
+    kept table is ``table.filter(owned)``, schema (metadata included) and values alike."""
+    rng = np.random.default_rng(seed)
+    n = 2_000
+    ints = {t: pa.array(rng.integers(0, 100, n), t) for t in
+            (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+             pa.uint32(), pa.uint64())}
+    plain = pa.table({"k": pa.array(rng.integers(-10**12, 10**12, n)),
+                      **{str(t): a for t, a in ints.items()},
+                      "f32": pa.array(rng.random(n), pa.float32()), "f64": rng.random(n)}
+                     ).replace_schema_metadata({"source": "test"})
+    with_nulls = plain.set_column(1, "int8", pa.array(
+        [None if i % 7 == 0 else int(v) for i, v in enumerate(ints[pa.int8()].to_pylist())],
+        pa.int8()))
+    strings = plain.append_column("s", pa.array([f"v{v}" for v in rng.integers(0, 50, n)]))
+    chunked = pa.concat_tables([plain.slice(0, 700), plain.slice(700)])
+    for processes, index, per in ((2, 0, 1), (2, 1, 1), (3, 2, 2)):
+        layout = SimpleNamespace(processes=processes, process_index=index,
+                                 workers_per_process=per)
+        for table in (plain, with_nulls, strings, chunked):
+            mask = frames.owned(table, "k", layout)
+            kept = frames.share(table, "k", layout)
+            assert kept.schema == table.schema and kept.schema.metadata == table.schema.metadata
+            assert kept.equals(table.filter(pa.array(mask))), (processes, index)

@@ -89,11 +89,29 @@ def share(table: pa.Table, keys: Keys, comp: Any) -> pa.Table:
     mask = owned(table, keys, comp)
     if mask.all():
         return table
-    kept = table.filter(pa.array(mask))
+    kept = _compressed(table, mask)
+    if kept is None:
+        kept = table.filter(pa.array(mask))
     names = _keys(keys)
     key = _single(kept, names)
     workers = comp.processes * comp.workers_per_process
     if key is not None and workers > 1:
         # The kept rows' workers, for the first exchange by these keys (linq.frames.routes).
-        routes.remember(key, workers, owners(table, names, workers)[mask])
+        routes.remember(key, workers, np.compress(mask, owners(table, names, workers)))
     return kept
+
+
+_NUMERIC = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+            pa.uint64(), pa.float32(), pa.float64()}
+
+
+def _compressed(table: pa.Table, mask: np.ndarray) -> "pa.Table | None":
+    """The rows of ``mask``, selected by numpy, when every column is one chunk of integers or
+    floats without nulls (read and wrapped without copying; about twice as fast as Arrow's
+    filter and its boolean array, and no Arrow allocation); None for any other table."""
+    columns = []
+    for column in table.columns:
+        if column.type not in _NUMERIC or column.num_chunks != 1 or column.null_count:
+            return None
+        columns.append(pa.array(np.compress(mask, column.chunk(0).to_numpy())))
+    return pa.Table.from_arrays(columns, schema=table.schema)
