@@ -187,6 +187,32 @@ def test_row_hash_is_the_same_in_every_process():
     assert row_hash(ints, ["x"]).tolist() == row_hash(floats, ["x"]).tolist()
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_route_destinations_equal_destinations_of_route_hash(seed):
+    """The blockwise integer path gives every row the worker that hashing the whole column
+    gives, for every integer width, at the block boundaries, and beyond 65,536 workers; other
+    keys (floats, strings, nulls, several columns) take the general path."""
+    from linq.frames.hashing import _BLOCK, route_destinations
+    rng = np.random.default_rng(seed)
+    types = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+             pa.uint32(), pa.uint64())
+    for rows in (0, 1, _BLOCK - 1, _BLOCK, _BLOCK + 1, 3 * _BLOCK + 5):
+        wide = rng.integers(-(2**62), 2**62, rows)
+        for t in types:
+            info = np.iinfo(t.to_pandas_dtype())
+            values = pa.array(np.clip(wide, info.min, info.max).astype(t.to_pandas_dtype()), t)
+            table = pa.table({"k": values, "f": rng.random(rows)})
+            for workers in (1, 2, 3, 7, 70_000):
+                got = route_destinations(table, ["k"], workers)
+                want = destinations(route_hash(table, ["k"]), workers)
+                assert got.dtype == want.dtype and (got == want).all(), (rows, t, workers)
+    general = pa.table({"k": pa.array([1, None, 3] * 50, pa.int32()), "f": [0.5, 1.0, 2.5] * 50,
+                        "s": ["a", "b", "c"] * 50})
+    for keys in (["k"], ["f"], ["s"], ["k", "s"]):
+        assert (route_destinations(general, keys, 5)
+                == destinations(route_hash(general, keys), 5)).all(), keys
+
+
 def test_route_hash_of_one_numeric_column_depends_on_values_only():
     """One integer, boolean or float key column is routed by its value (whatever the width,
     an integral float as its integer, nulls together), other keys by the row hash; consecutive

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from linq.frames import routes
-from linq.frames.hashing import destinations, route_hash
+from linq.frames.hashing import route_destinations
 from linq.frames.vertices import require_columns
 
 __all__ = ["owners", "owned", "share"]
@@ -55,7 +55,7 @@ def owners(table: pa.Table, keys: Keys, workers: int) -> np.ndarray:
     known = None if key is None else routes.recall(key, workers)
     if known is not None:
         return known
-    dest = destinations(route_hash(table, names), workers, reuse=True)
+    dest = route_destinations(table, names, workers)
     if key is not None:
         routes.remember(key, workers, dest)
     return dest

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 import naiad
-from linq.frames.hashing import destinations, route_hash
+from linq.frames.hashing import route_destinations
 from linq.frames.routes import recall
 
 __all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table"]
@@ -84,7 +84,7 @@ def split_table(table: pa.Table, keys: Sequence[str], routes: Sequence[int],
 
 def row_workers(table: pa.Table, keys: Sequence[str], workers: int) -> np.ndarray:
     """The worker (``0 .. workers-1``) of each row of ``table`` by its ``keys`` columns."""
-    return destinations(route_hash(table, keys), workers, reuse=True)
+    return route_destinations(table, keys, workers)
 
 
 def _same_array(a: pa.Array, b: pa.Array) -> bool:
