@@ -208,11 +208,13 @@ def test_final_sums_of_each_worker_are_a_stage_of_their_own(tmp_path):
     assert all(name.endswith(f"[{w}]") for name, w in ran)
 
 
-def test_spread_plan_numbers_targets_by_owner():
+@pytest.mark.parametrize("workers", [1, 2, 3, 9, 12])
+def test_spread_plan_numbers_targets_by_owner(workers):
     """The dense numbering puts each worker's targets together, hashed as the exchange hashes
-    them, and a probe by the same keys again gives the same partial sums."""
+    them, and a probe by the same keys again gives the same partial sums (few workers group
+    the targets by comparisons, more by a sort)."""
     edges, start = _graph(3, nodes=200, edges=1000)
-    routes = route_keys(3)
+    routes = route_keys(workers)
     plan = SpreadPlan(edges, "src", "dst", "w", routes)
     values = start.select(["node", "x"])
     parts = plan.spread(values, "node")

@@ -68,6 +68,7 @@ from linq.frames.vertices import (Accumulate, FrameError, _same_array, require_c
 __all__ = ["SpreadPlan", "SpreadVertex", "PartialSums", "Sums", "sum_by"]
 
 _SPREAD = 4        # a dst key range at most this many times the edges is numbered directly
+_FEW = 8           # up to this many workers, the targets are grouped by comparisons, not a sort
 
 
 def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
@@ -126,22 +127,27 @@ class SpreadPlan:
             self.keys = [pa.array([], self.dst_type) for _ in self.routes]
             return
         lo, hi = int(targets.min()), int(targets.max())
+        rel = None
         if hi - lo + 1 <= _SPREAD * len(targets) + 1024:
+            rel = targets - lo
             seen = np.zeros(hi - lo + 1, bool)
-            seen[targets - lo] = True
-            distinct = np.flatnonzero(seen) + lo
-            inverse = None
+            seen[rel] = True
+            present = np.flatnonzero(seen)
+            distinct = present + lo
         else:
             distinct, inverse = np.unique(targets, return_inverse=True)
-        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes),
-                             reuse=True)
-        order = np.argsort(owner, kind="stable")
+        workers = len(self.routes)
+        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), workers, reuse=True)
+        if workers <= _FEW:     # the targets of each worker in order, by one comparison each
+            order = np.concatenate([np.flatnonzero(owner == d) for d in range(workers)])
+        else:
+            order = np.argsort(owner, kind="stable")
         number = np.empty(len(distinct), np.intp)
         number[order] = np.arange(len(distinct))
-        if inverse is None:
+        if rel is not None:
             position = np.zeros(hi - lo + 1, np.intp)
-            position[distinct - lo] = number
-            self.slot = position[targets - lo]
+            position[present] = number
+            self.slot = position[rel]
         else:
             self.slot = number[inverse.reshape(-1)]
         counts = np.bincount(owner, minlength=len(self.routes))
