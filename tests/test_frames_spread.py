@@ -385,14 +385,18 @@ def _drive_spread(seed: int, workers: int, iterations: int):
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_partial_sums_carry_their_keys_once_per_epoch_and_destination(seed, workers):
-    """The partial tables carry their key column the first time in an epoch and whenever the
-    targets reached change, and otherwise the values alone; the receiving sums complete them
-    with the keys they kept (the sums equal a dict oracle's) and drop those keys at the
-    epoch's last iteration, as the senders do."""
+    """The partial tables for other workers carry their key column the first time in an
+    epoch and whenever the targets reached change, and otherwise the values alone (those for
+    the sender itself go whole); the receiving sums complete them with the keys they kept
+    (the sums equal a dict oracle's) and drop those keys at the epoch's last iteration, as
+    the senders do."""
     iterations = 6
     sent, out, varying, edges, senders, receivers = _drive_spread(seed, workers, iterations)
-    assert any(not with_keys for _, _, (_, _, _, with_keys), _ in sent)
-    assert any(with_keys for _, _, (_, _, _, with_keys), t in sent if t.counters[0] > 0)
+    assert all(with_keys for w, port, (_, _, _, with_keys), _ in sent if port == w)
+    if workers > 1:
+        others = [(with_keys, t) for w, port, (_, _, _, with_keys), t in sent if port != w]
+        assert any(not with_keys for with_keys, _ in others)
+        assert any(with_keys for with_keys, t in others if t.counters[0] > 0)
     last_keys: dict = {}
     for w, port, (route, table, sender, with_keys), time in sent:
         assert sender == w and route == route_keys(workers)[port]

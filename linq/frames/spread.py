@@ -19,11 +19,15 @@ the ranks of the same nodes iteration after iteration, is reused after one compa
 numbers the distinct ``dst`` keys so that those each worker owns are consecutive; the route
 of each target is hashed once.  An iteration is then a
 gather of the values along the edges (``numpy.take``), a multiplication by the weights, one
-``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums sent
-with the worker's (precomputed) key column: the partial sums of each worker travel, never the
-edges nor a per-row hash.  The receiving worker sums the partials of the time (the final step
-of ``group_by``, by a kept grouping: :class:`Sums`) and hands on the same key array as long as
-the keys are the same, so the next exchange by ``on`` finds its routing already known
+``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums: the
+partial sums of each worker travel, never the edges nor a per-row hash.  A slice carries the
+worker's (precomputed) key column only the first time in an epoch, and again when the targets
+reached change; otherwise its value columns travel alone (half the bytes of a table of one
+float64 column), and :class:`PartialSums`, on the receiving worker, completes them with the
+key column it kept from that sender for the epoch.  It sums the partials of the time (the
+final step of ``group_by``, by a kept grouping: :class:`Sums`, which recognises the same key
+arrays without comparing them) and hands on the same key array as long as the keys are the
+same, so the next exchange by ``on`` finds its routing already known
 (:class:`linq.frames.vertices.Split`).
 
 The final sums are one stage per destination worker (``spread(...).sum[d]``, fed by output
@@ -402,7 +406,8 @@ class SpreadVertex(HeldJoin):
         """Each partial table to its worker's output as ``(route, table, sender, with_keys)``:
         its key column only when it is not the one last sent to that worker in this epoch
         (the targets of one plan are the same arrays iteration after iteration), else the
-        value columns alone, which :class:`PartialSums` completes with the keys it kept."""
+        value columns alone, which :class:`PartialSums` completes with the keys it kept.  The
+        table for this worker itself goes by reference, whole."""
         if not result:
             return
         ek = self._epoch(time)
@@ -411,6 +416,9 @@ class SpreadVertex(HeldJoin):
             sent = self.sent[ek] = {}
         for route, table in result:
             d = self.ports[route]
+            if d == self.index:
+                self.send_by(d, (route, table, d, True), time)
+                continue
             column = table.column(0)
             key = column.chunk(0) if column.num_chunks == 1 else None
             last = sent.get(d)
