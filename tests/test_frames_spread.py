@@ -208,11 +208,13 @@ def test_final_sums_of_each_worker_are_a_stage_of_their_own(tmp_path):
     assert all(name.endswith(f"[{w}]") for name, w in ran)
 
 
-def test_spread_plan_numbers_targets_by_owner():
+@pytest.mark.parametrize("workers", [1, 2, 3, 9, 12])
+def test_spread_plan_numbers_targets_by_owner(workers):
     """The dense numbering puts each worker's targets together, hashed as the exchange hashes
-    them, and a probe by the same keys again gives the same partial sums."""
+    them, and a probe by the same keys again gives the same partial sums (few workers group
+    the targets by comparisons, more by a sort)."""
     edges, start = _graph(3, nodes=200, edges=1000)
-    routes = route_keys(3)
+    routes = route_keys(workers)
     plan = SpreadPlan(edges, "src", "dst", "w", routes)
     values = start.select(["node", "x"])
     parts = plan.spread(values, "node")
@@ -326,3 +328,128 @@ def test_sums_dense_path_matches_arrow_group_by_whatever_the_arrival_order(seed)
         want = table.group_by("node").aggregate([("x", "sum")]).sort_by("node")
         assert got["node"].to_pylist() == want["node"].to_pylist()
         assert got["x"].to_pylist() == want["x_sum"].to_pylist()
+
+
+def _drive_spread(seed: int, workers: int, iterations: int):
+    """Two interleaved epochs of ``iterations`` rounds through ``workers`` SpreadVertex and
+    PartialSums vertices driven by hand (their sends captured): ``(messages by sender,
+    sums by (receiver, time), varying by time, edges by (sender, epoch), the vertices)``."""
+    from linq.frames.spread import PartialSums, SpreadVertex
+    rng = random.Random(seed)
+    routes = route_keys(workers)
+    last = iterations - 1
+    senders, receivers, sent, out, notes = [], [], [], {}, []
+    for w in range(workers):
+        sv = SpreadVertex("spread", last, "node", "src", "dst", "w", routes)
+        sv.index = w
+        sv.send_by = lambda port, msg, time, w=w: sent.append((w, port, msg, time))
+        sv.notify_at = lambda time, v=sv: notes.append((v, time))
+        senders.append(sv)
+        ps = PartialSums("spread", "node", last)
+        ps.send_by = lambda port, table, time, d=w: out.__setitem__((d, time), table)
+        ps.notify_at = lambda time, v=ps: notes.append((v, time))
+        receivers.append(ps)
+    edges, varying = {}, {}
+    for epoch in range(2):
+        e, _ = _graph(seed * 10 + epoch, nodes=60, edges=240)
+        for w, sv in enumerate(senders):
+            part = e.filter(pa.array([s % workers == w for s in e["src"].to_pylist()]))
+            edges[(w, epoch)] = part
+            sv.on_recv_batch(1, [(routes[w], part)], naiad.Timestamp(epoch, (0,)))
+    nodes = list(range(60))
+    for c in range(iterations):
+        for epoch in range(2):
+            time = naiad.Timestamp(epoch, (c,))
+            # Every node (the same targets reached: the keys travel once), or some of them.
+            chosen = nodes if c % 3 != 2 else sorted(rng.sample(nodes, 30))
+            for w, sv in enumerate(senders):
+                mine = [n for n in chosen if n % workers == w]
+                table = pa.table({"node": mine, "x": [rng.uniform(0, 1) for _ in mine]})
+                varying[(w, time)] = table
+                first = len(sent)
+                sv.on_recv_batch(0, [(routes[w], table)], time)
+                if c == 0:
+                    sv.on_notify(time)       # the edges are complete from here on
+                for _, port, msg, t in sent[first:]:
+                    receivers[port].on_recv_batch(0, [msg], t)
+            for ps in receivers:
+                if (ps, time) in notes:
+                    ps.on_notify(time)
+    for epoch in range(2):
+        time = naiad.Timestamp(epoch, (last,))
+        for v in senders:
+            v.on_notify(time)
+    return sent, out, varying, edges, senders, receivers
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_partial_sums_carry_their_keys_once_per_epoch_and_destination(seed, workers):
+    """The partial tables for other workers carry their key column the first time in an
+    epoch and whenever the targets reached change, and otherwise the values alone (those for
+    the sender itself go whole); the receiving sums complete them with the keys they kept
+    (the sums equal a dict oracle's) and drop those keys at the epoch's last iteration, as
+    the senders do."""
+    iterations = 6
+    sent, out, varying, edges, senders, receivers = _drive_spread(seed, workers, iterations)
+    assert all(with_keys for w, port, (_, _, _, with_keys), _ in sent if port == w)
+    if workers > 1:
+        others = [(with_keys, t) for w, port, (_, _, _, with_keys), t in sent if port != w]
+        assert any(not with_keys for with_keys, _ in others)
+        assert any(with_keys for with_keys, t in others if t.counters[0] > 0)
+    last_keys: dict = {}
+    for w, port, (route, table, sender, with_keys), time in sent:
+        assert sender == w and route == route_keys(workers)[port]
+        key = (w, port, time.epoch)
+        if with_keys:
+            assert table.column_names[0] == "node"
+            last_keys[key] = table["node"].to_pylist()
+        else:
+            assert "node" not in table.column_names and key in last_keys
+            assert len(table) == len(last_keys[key])
+    for (d, time), table in out.items():
+        want: dict = defaultdict(float)
+        for w in range(workers):
+            x = dict(zip(*(varying[(w, time)].column(c).to_pylist() for c in ("node", "x"))))
+            e = edges[(w, time.epoch)]
+            for s, t, wt in zip(*(e.column(c).to_pylist() for c in ("src", "dst", "w"))):
+                if s in x:
+                    want[t] += x[s] * wt
+        owners = dict(split_table(pa.table({"dst": list(want)}), ["dst"], route_keys(workers)))
+        mine = set(owners.get(route_keys(workers)[d], pa.table({"dst": []}))["dst"].to_pylist())
+        got = dict(zip(table["node"].to_pylist(), table["x"].to_pylist()))
+        assert got.keys() == mine
+        assert all(got[n] == pytest.approx(want[n], rel=1e-12) for n in mine)
+    assert {t for (_, t) in out} == {naiad.Timestamp(e, (c,)) for e in range(2)
+                                     for c in range(iterations)}
+    for ps in receivers:
+        for epoch in range(2):
+            ps.on_notify(naiad.Timestamp(epoch, (iterations - 1,)))
+        assert ps.keys == {}
+    assert all(sv.sent == {} and sv.plans == {} for sv in senders)
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 2), (2, 1), (2, 2)])
+def test_spread_over_overlapping_epochs_with_other_edges(processes, workers):
+    """Two epochs fed at once, each with its own edges and values (the key columns kept by the
+    final sums are per epoch), at 1 and 2 processes, against the dict oracle."""
+    graphs = [_graph(5 + epoch, nodes=70, edges=300) for epoch in range(2)]
+
+    def program(comp):
+        e_in, v_in = comp.new_input(), comp.new_input()
+        es, vs = frames.of(e_in.stream), frames.of(v_in.stream)
+        got = vs.iterate(lambda loop, r: _dense(loop, r, es), 5).collect()
+        comp.activate()
+        for edges, start in graphs:
+            e_in.on_next([frames.share(edges, "src", comp)])
+            v_in.on_next([frames.share(start, "node", comp)])
+        e_in.on_completed()
+        v_in.on_completed()
+        comp.join(timeout=60)
+        return {e: [r for t in ts for r in t.to_pylist()] for e, ts in got.results.items()}
+    parts = naiad.execute(program, processes=processes, workers=workers)
+    for epoch, (edges, start) in enumerate(graphs):
+        rows = [r for part in parts for r in part.get(epoch, [])]
+        assert len({r["node"] for r in rows}) == len(rows)
+        _close({r["node"]: (r["x"], r["y"]) for r in rows},
+               _oracle(edges, start, 5, weighted=True))

@@ -19,11 +19,15 @@ the ranks of the same nodes iteration after iteration, is reused after one compa
 numbers the distinct ``dst`` keys so that those each worker owns are consecutive; the route
 of each target is hashed once.  An iteration is then a
 gather of the values along the edges (``numpy.take``), a multiplication by the weights, one
-``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums sent
-with the worker's (precomputed) key column: the partial sums of each worker travel, never the
-edges nor a per-row hash.  The receiving worker sums the partials of the time (the final step
-of ``group_by``, by a kept grouping: :class:`Sums`) and hands on the same key array as long as
-the keys are the same, so the next exchange by ``on`` finds its routing already known
+``numpy.bincount`` into the dense target numbering, and per worker a slice of the sums: the
+partial sums of each worker travel, never the edges nor a per-row hash.  A slice carries the
+worker's (precomputed) key column only the first time in an epoch, and again when the targets
+reached change; otherwise its value columns travel alone (half the bytes of a table of one
+float64 column), and :class:`PartialSums`, on the receiving worker, completes them with the
+key column it kept from that sender for the epoch.  It sums the partials of the time (the
+final step of ``group_by``, by a kept grouping: :class:`Sums`, which recognises the same key
+arrays without comparing them) and hands on the same key array as long as the keys are the
+same, so the next exchange by ``on`` finds its routing already known
 (:class:`linq.frames.vertices.Split`).
 
 The final sums are one stage per destination worker (``spread(...).sum[d]``, fed by output
@@ -62,11 +66,13 @@ import naiad
 from linq.frames.dense import dense_group_by
 from linq.frames.hashing import destinations, route_hash
 from linq.frames.held import HeldJoin, KeyIndex
-from linq.frames.vertices import FrameError, require_columns, split_table
+from linq.frames.vertices import (Accumulate, FrameError, _same_array, require_columns,
+                                  split_table)
 
-__all__ = ["SpreadPlan", "SpreadVertex", "Sums", "sum_by"]
+__all__ = ["SpreadPlan", "SpreadVertex", "PartialSums", "Sums", "sum_by"]
 
 _SPREAD = 4        # a dst key range at most this many times the edges is numbered directly
+_FEW = 8           # up to this many workers, the targets are grouped by comparisons, not a sort
 
 
 def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
@@ -76,6 +82,11 @@ def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
     if column.num_chunks == 1:
         return column.chunk(0).to_numpy()
     return column.to_numpy()
+
+
+def _same_arrays(kept: Sequence[pa.Array], now: Sequence[pa.Array]) -> bool:
+    """Whether ``now`` are views of the same memory as ``kept``, one by one."""
+    return len(kept) == len(now) and all(_same_array(a, b) for a, b in zip(kept, now))
 
 
 def _ints(column: pa.ChunkedArray) -> Optional[np.ndarray]:
@@ -120,22 +131,27 @@ class SpreadPlan:
             self.keys = [pa.array([], self.dst_type) for _ in self.routes]
             return
         lo, hi = int(targets.min()), int(targets.max())
+        rel = None
         if hi - lo + 1 <= _SPREAD * len(targets) + 1024:
+            rel = targets - lo
             seen = np.zeros(hi - lo + 1, bool)
-            seen[targets - lo] = True
-            distinct = np.flatnonzero(seen) + lo
-            inverse = None
+            seen[rel] = True
+            present = np.flatnonzero(seen)
+            distinct = present + lo
         else:
             distinct, inverse = np.unique(targets, return_inverse=True)
-        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), len(self.routes),
-                             reuse=True)
-        order = np.argsort(owner, kind="stable")
+        workers = len(self.routes)
+        owner = destinations(route_hash(pa.table({"k": distinct}), ["k"]), workers, reuse=True)
+        if workers <= _FEW:     # the targets of each worker in order, by one comparison each
+            order = np.concatenate([np.flatnonzero(owner == d) for d in range(workers)])
+        else:
+            order = np.argsort(owner, kind="stable")
         number = np.empty(len(distinct), np.intp)
         number[order] = np.arange(len(distinct))
-        if inverse is None:
+        if rel is not None:
             position = np.zeros(hi - lo + 1, np.intp)
-            position[distinct - lo] = number
-            self.slot = position[targets - lo]
+            position[present] = number
+            self.slot = position[rel]
         else:
             self.slot = number[inverse.reshape(-1)]
         counts = np.bincount(owner, minlength=len(self.routes))
@@ -229,8 +245,10 @@ class Sums:
     def __init__(self, on: str, op: str):
         self.on, self.op = on, op
         self._last: Optional[Tuple[np.ndarray, pa.ChunkedArray]] = None
-        # The dense grouping: (keys in canonical order, slot of each row, key column out).
-        self._grouping: Optional[Tuple[np.ndarray, np.ndarray, pa.ChunkedArray]] = None
+        # The dense grouping: (keys in canonical order, slot of each row, key column out, the
+        # key chunks it was made from, kept alive so that their memory is not reused).
+        self._grouping: Optional[Tuple[np.ndarray, np.ndarray, pa.ChunkedArray,
+                                       List[pa.Array]]] = None
 
     def __call__(self, tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
         table = tables[0]
@@ -266,8 +284,17 @@ class Sums:
         def numbers(column: pa.ChunkedArray) -> np.ndarray:
             parts = [column.chunk(i).to_numpy() for i in picked]
             return parts[0] if len(parts) == 1 else np.concatenate(parts)
-        k = numbers(keys).astype(np.int64, copy=False)
+        chunks = [keys.chunk(i) for i in picked]
         grouping = self._grouping
+        if grouping is not None and _same_arrays(grouping[3], chunks):
+            # The very same key arrays as the last time (the partials' keys, held once per
+            # sender and epoch by PartialSums): the grouping holds without a comparison.
+            _, slot, out, _ = grouping
+            n = len(out)
+            sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n))
+                    for c in columns]
+            return pa.table([out] + sums, names=[self.on] + values)
+        k = numbers(keys).astype(np.int64, copy=False)
         if grouping is None or not np.array_equal(grouping[0], k):
             lo, hi = int(k.min()), int(k.max())
             width = hi - lo + 1
@@ -277,9 +304,10 @@ class Sums:
             present = np.flatnonzero(np.bincount(rel, minlength=width))
             position = np.empty(width, np.intp)
             position[present] = np.arange(len(present))
-            grouping = self._grouping = (
-                k, position[rel], pa.chunked_array([pa.array(present + lo, keys.type)]))
-        _, slot, out = grouping
+            grouping = (k, position[rel], pa.chunked_array([pa.array(present + lo, keys.type)]),
+                        chunks)
+        self._grouping = (grouping[0], grouping[1], grouping[2], chunks)
+        _, slot, out, _ = grouping
         n = len(out)
         sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n)) for c in columns]
         return pa.table([out] + sums, names=[self.on] + values)
@@ -300,6 +328,8 @@ class SpreadVertex(HeldJoin):
         self.early: set = set()      # epochs whose plan was made from their first edge table
         # Results computed ahead of their notification: time -> (varying table, plan, result).
         self.ahead: Dict[naiad.Timestamp, Tuple[pa.Table, SpreadPlan, Any]] = {}
+        # Per epoch, the key array last sent on each output (see _emit).
+        self.sent: Dict[tuple, Dict[int, pa.Array]] = {}
 
     def on_recv_batch(self, edge: int, messages: list, time: naiad.Timestamp) -> None:
         super().on_recv_batch(edge, messages, time)
@@ -364,6 +394,7 @@ class SpreadVertex(HeldJoin):
         super().on_notify(time)
         if time.counters[-1] == self.last:
             self.plans.pop(ek, None)
+            self.sent.pop(ek, None)
             self.early.discard(ek)
 
     def _join(self, plan: Any, varying: Optional[pa.Table]) -> Any:
@@ -372,6 +403,79 @@ class SpreadVertex(HeldJoin):
         return plan.spread(varying, self.on)
 
     def _emit(self, result: Any, time: naiad.Timestamp) -> None:
-        port = self.ports
-        for route, table in result or ():
-            self.send_by(port[route], (route, table), time)
+        """Each partial table to its worker's output as ``(route, table, sender, with_keys)``:
+        its key column only when it is not the one last sent to that worker in this epoch
+        (the targets of one plan are the same arrays iteration after iteration), else the
+        value columns alone, which :class:`PartialSums` completes with the keys it kept.  The
+        table for this worker itself goes by reference, whole."""
+        if not result:
+            return
+        ek = self._epoch(time)
+        sent = self.sent.get(ek)
+        if sent is None:
+            sent = self.sent[ek] = {}
+        for route, table in result:
+            d = self.ports[route]
+            if d == self.index:
+                self.send_by(d, (route, table, d, True), time)
+                continue
+            column = table.column(0)
+            key = column.chunk(0) if column.num_chunks == 1 else None
+            last = sent.get(d)
+            if key is not None and last is not None and _same_array(last, key):
+                values = pa.table(table.columns[1:], names=table.column_names[1:])
+                self.send_by(d, (route, values, self.index, False), time)
+                continue
+            if key is None:
+                sent.pop(d, None)
+            else:
+                sent[d] = key         # held: its memory cannot be reused by another array
+            self.send_by(d, (route, table, self.index, True), time)
+
+
+class PartialSums(Accumulate):
+    """The receiving half of ``spread``: :class:`Sums` of the partial tables of a time, each
+    ``(route, table, sender, with_keys)`` from a :class:`SpreadVertex`.  A table with keys is
+    kept as its sender's key column for the epoch; a table without (the value columns alone)
+    gets that column back, the same array, so that :class:`Sums` finds its grouping without
+    comparing keys.  The kept columns are dropped at the notification of iteration ``last``
+    (requested when an epoch's first keys arrive).  ``(route, table)`` messages (the composed
+    form of ``spread``) are summed as they are."""
+
+    def __init__(self, op: str, on: str, last: Optional[int]) -> None:
+        super().__init__(f"{op}.sum", 1, True, Sums(on, op))
+        self.on, self.last = on, last
+        self.keys: Dict[tuple, Dict[int, pa.ChunkedArray]] = {}     # epoch -> sender -> keys
+
+    def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
+        tables = []
+        for message in messages:
+            if len(message) == 4:
+                route, table, sender, with_keys = message
+                message = (route, self._complete(table, sender, with_keys, time))
+            tables.append(message)
+        super().on_recv_batch(edge, tables, time)
+
+    def _complete(self, table: pa.Table, sender: int, with_keys: bool,
+                  time: naiad.Timestamp) -> pa.Table:
+        ek = (time.epoch, time.counters[:-1])
+        kept = self.keys.get(ek)
+        if kept is None:
+            kept = self.keys[ek] = {}
+            if self.last is not None:
+                self.notify_at(naiad.Timestamp(ek[0], ek[1] + (self.last,)))
+        if with_keys:
+            kept[sender] = table.column(0)
+            return table
+        keys = kept.get(sender)
+        if keys is None:
+            msg = (f"{self.op}: partial sums without keys from worker {sender} at {time!r}, "
+                   "before any with keys in this epoch")
+            raise FrameError(msg)
+        return pa.table([keys] + table.columns, names=[self.on] + table.column_names)
+
+    def on_notify(self, time: naiad.Timestamp) -> None:
+        if time in self.pending:
+            super().on_notify(time)
+        if self.last is not None and time.counters and time.counters[-1] == self.last:
+            self.keys.pop((time.epoch, time.counters[:-1]), None)

@@ -29,7 +29,7 @@ from naiad.partition import route_keys
 from linq.frames.dense import dense_group_by
 from linq.frames.held import HeldJoin
 from linq.frames.loop import iterate as _iterate
-from linq.frames.spread import SpreadVertex, Sums, sum_by
+from linq.frames.spread import PartialSums, SpreadVertex, sum_by
 from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
 from linq.invariant import held, inherit
 from naiad.errors import GraphError
@@ -277,8 +277,9 @@ class FrameStream:
             # docstring of linq.frames.spread: no progress round trip per iteration).
             locals_ = [st.new_output() for _ in routes]
         else:
+            last = None
             locals_ = [self._spread_composed(other, op, on, src, dst, weight, routes)]
-        sums = [stages.unary(local, lambda: Accumulate(f"{op}.sum", 1, True, Sums(on, op)),
+        sums = [stages.unary(local, lambda: PartialSums(op, on, last),
                              partition_by=_route,
                              name=f"{op}.sum" if len(locals_) == 1 else f"{op}.sum[{d}]")
                 for d, local in enumerate(locals_)]
