@@ -103,7 +103,8 @@ def test_damaged_collected_outputs_are_named_not_silently_dropped(tmp_path):
     data[len(MAGIC) + 60] ^= 0xFF                       # inside the first record: epoch 0
     segment.write_bytes(bytes(data))
     t0 = time.monotonic()
-    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0 are damaged"):
+    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0 are damaged"), \
+            pytest.warns(naiad.CheckpointWarning, match=r"damaged at epoch 0 \(fails its HMAC"):
         naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
                       max_restarts=3)
     assert time.monotonic() - t0 < 20                  # not retried
