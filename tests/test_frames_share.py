@@ -139,6 +139,7 @@ def test_remembered_routes_are_bounded_and_keep_their_arrays_alive():
 def test_share_keeps_exactly_the_owned_rows_of_every_column_type(seed):
     """Tables of plain numbers are selected by numpy, others by Arrow's filter: either way the
     kept table is ``table.filter(owned)``, schema (metadata included) and values alike."""
+    from linq.frames import routes
     rng = np.random.default_rng(seed)
     n = 2_000
     ints = {t: pa.array(rng.integers(0, 100, n), t) for t in
@@ -158,6 +159,11 @@ def test_share_keeps_exactly_the_owned_rows_of_every_column_type(seed):
                                  workers_per_process=per)
         for table in (plain, with_nulls, strings, chunked):
             mask = frames.owned(table, "k", layout)
-            kept = frames.share(table, "k", layout)
+            routes.forget()          # no remembered array is let go of during the share
+            before = pa.total_allocated_bytes()
+            got = frames.share(table, "k", layout)
+            if table is plain:       # numpy selected the rows: nothing from Arrow's memory pool
+                assert pa.total_allocated_bytes() == before
+            kept = got
             assert kept.schema == table.schema and kept.schema.metadata == table.schema.metadata
             assert kept.equals(table.filter(pa.array(mask))), (processes, index)
