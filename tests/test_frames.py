@@ -211,6 +211,15 @@ def test_route_destinations_equal_destinations_of_route_hash(seed):
     for keys in (["k"], ["f"], ["s"], ["k", "s"]):
         assert (route_destinations(general, keys, 5)
                 == destinations(route_hash(general, keys), 5)).all(), keys
+    import tracemalloc
+    million = pa.table({"k": np.arange(1_000_000)})
+    tracemalloc.start()
+    try:
+        route_destinations(million, ["k"], 4)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 << 20      # the workers (2 MB of uint16) and one block, not 8 MB of hashes
 
 
 def test_route_hash_of_one_numeric_column_depends_on_values_only():
