@@ -286,27 +286,22 @@ class Sums:
             return parts[0] if len(parts) == 1 else np.concatenate(parts)
         chunks = [keys.chunk(i) for i in picked]
         grouping = self._grouping
-        if grouping is not None and _same_arrays(grouping[3], chunks):
-            # The very same key arrays as the last time (the partials' keys, held once per
-            # sender and epoch by PartialSums): the grouping holds without a comparison.
-            _, slot, out, _ = grouping
-            n = len(out)
-            sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n))
-                    for c in columns]
-            return pa.table([out] + sums, names=[self.on] + values)
-        k = numbers(keys).astype(np.int64, copy=False)
-        if grouping is None or not np.array_equal(grouping[0], k):
-            lo, hi = int(k.min()), int(k.max())
-            width = hi - lo + 1
-            if width > _SPREAD * len(k) + 1024:
-                return None
-            rel = k - lo
-            present = np.flatnonzero(np.bincount(rel, minlength=width))
-            position = np.empty(width, np.intp)
-            position[present] = np.arange(len(present))
-            grouping = (k, position[rel], pa.chunked_array([pa.array(present + lo, keys.type)]),
-                        chunks)
-        self._grouping = (grouping[0], grouping[1], grouping[2], chunks)
+        # The very same key arrays as the last time (the partials' keys, held once per sender
+        # and epoch by PartialSums) keep the grouping without a comparison.
+        if grouping is None or not _same_arrays(grouping[3], chunks):
+            k = numbers(keys).astype(np.int64, copy=False)
+            if grouping is None or not np.array_equal(grouping[0], k):
+                lo, hi = int(k.min()), int(k.max())
+                width = hi - lo + 1
+                if width > _SPREAD * len(k) + 1024:
+                    return None
+                rel = k - lo
+                present = np.flatnonzero(np.bincount(rel, minlength=width))
+                position = np.empty(width, np.intp)
+                position[present] = np.arange(len(present))
+                grouping = (k, position[rel],
+                            pa.chunked_array([pa.array(present + lo, keys.type)]), chunks)
+            grouping = self._grouping = (grouping[0], grouping[1], grouping[2], chunks)
         _, slot, out, _ = grouping
         n = len(out)
         sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n)) for c in columns]
