@@ -25,15 +25,19 @@ import os
 import random
 import signal
 import time
+import warnings
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 
 import linq  # noqa: F401 - installs the Stream methods used by the PageRank sample
 import naiad
 import stages
-from naiad.recovery.store import CheckpointWarning, EpochLog
+from naiad.recovery.coordinator import ROTATE_LOGS
+from naiad.recovery.journal import (COMMIT, HEADER_SIZE, PART, ROTATE_RECORDS, Record,
+                                    journal_files, scan)
+from naiad.recovery.store import CheckpointWarning, EpochLog, list_checkpoints
 from naiad.recovery.directory import directory_key
 from naiad.recovery.restart import RecoveryFailed
 from naiad.testing import shard
@@ -154,8 +158,7 @@ def merge(parts) -> Dict[int, list]:
 
 def checkpoints(directory: Path) -> List[int]:
     """Boundary epochs of the committed checkpoints in ``directory``."""
-    return sorted(int(d.name[5:]) for d in directory.glob("ckpt-*")
-                  if (d / "MANIFEST.json").exists())
+    return list_checkpoints(directory)
 
 
 # ---- streaming word count: per-epoch counts and running totals across epochs --------------------------
@@ -421,7 +424,7 @@ def test_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch, victim):
                           checkpoint_dir=str(ckpt), checkpoint_every=4, checkpoint_keep=5)
     assert (ckpt / f".fault-checkpoint-write-8-{victim}").exists()
     assert starts(tmp_path, 0) == starts(tmp_path, 1) == 2
-    assert checkpoints(ckpt) == [4, 8, 12]
+    assert checkpoints(ckpt)[-3:] == [4, 8, 12]
     assert merge(parts) == wordcount_vertex.oracle(epochs)
     assert_delivered_exactly_once(tmp_path, 2, running_totals(epochs))
 
@@ -532,40 +535,58 @@ def resumable_program(epochs, logs: Path, seen: Path):
     return program
 
 
-def damage(path: Path, how: str) -> None:
-    if how == "delete":
-        path.unlink()
-    elif how == "truncate":
-        data = path.read_bytes()
-        path.write_bytes(data[:len(data) // 2])
+def records(directory: Path, prefix: str, kind: int) -> List[Tuple[Path, Record]]:
+    """The records of one kind in the journal files ``prefix-*.jnl``, in the order written."""
+    return [(path, r) for path in journal_files(directory / "journal", prefix)
+            for r in scan(path) if r.kind == kind]
+
+
+def damage(directory: Path, prefix: str, kind: int, epoch: int, how: str) -> Path:
+    """Damage the record of ``epoch`` in the journal ``prefix``: cut its file short in the
+    middle of it, or flip one byte of its payload (the file keeps its size).  Returns the file."""
+    [(path, rec)] = [(p, r) for p, r in records(directory, prefix, kind) if r.epoch == epoch]
+    middle = rec.offset + HEADER_SIZE + rec.length // 2
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        path.write_bytes(bytes(data[:middle]))
     elif how == "flip":
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0x01
+        data[middle] ^= 0x01
         path.write_bytes(bytes(data))
     else:  # pragma: no cover
         raise ValueError(how)
+    return path
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("target,how", [
-    ("proc-0-worker-0.pkl", "truncate"), ("proc-0-worker-0.pkl", "flip"),
-    ("proc-0-worker-0.pkl", "delete"), ("proc-0.json", "flip"), ("proc-0.json", "delete"),
-    ("MANIFEST.json", "truncate"), ("MANIFEST.json", "flip"),
+@pytest.mark.parametrize("prefix,kind,how", [
+    ("proc-0", PART, "truncate"), ("proc-0", PART, "flip"), ("commits", COMMIT, "flip"),
+    ("commits", COMMIT, "truncate"),
 ])
-def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path, target, how):
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path, prefix, kind,
+                                                                      how):
+    """A part cut short or with a flipped byte, or a commit record with a flipped byte, is
+    reported naming the file and the epoch; a commit record cut short is an interrupted
+    commit (the checkpoint was never complete): no warning.  Either way the run resumes from
+    the previous checkpoint and delivers every epoch once."""
     epochs = text_epochs(14, 10, SEED + 7)
     ckpt = tmp_path / "ckpt"
     seen = tmp_path / "seen.log"
     want = running_totals(epochs)
     first = naiad.execute(resumable_program(epochs[:10], tmp_path, seen), checkpoint_dir=str(ckpt),
                           checkpoint_every=2)
-    assert checkpoints(ckpt) == [4, 6, 8]
+    assert checkpoints(ckpt)[-3:] == [4, 6, 8]
     assert merge(first) == {e: want[e] for e in range(10)}
-    damage(ckpt / "ckpt-000000008" / target, how)
+    path = damage(ckpt, prefix, kind, 8, how)
     seen.unlink()
-    with pytest.warns(CheckpointWarning, match=f"ckpt-000000008/{target}"):
-        again = naiad.execute(resumable_program(epochs, tmp_path, seen),
-                              checkpoint_dir=str(ckpt), checkpoint_every=2)
+    if (kind, how) == (COMMIT, "truncate"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CheckpointWarning)
+            again = naiad.execute(resumable_program(epochs, tmp_path, seen),
+                                  checkpoint_dir=str(ckpt), checkpoint_every=2)
+    else:
+        with pytest.warns(CheckpointWarning, match=f"{path.name} at epoch 8"):
+            again = naiad.execute(resumable_program(epochs, tmp_path, seen),
+                                  checkpoint_dir=str(ckpt), checkpoint_every=2)
     resumed_at = min(int(x) for x in seen.read_text().split())
     assert resumed_at == 6, "the run did not resume from the previous complete checkpoint"
     assert merge(again) == want
@@ -582,14 +603,14 @@ def test_every_process_rejects_a_checkpoint_that_one_process_finds_damaged(tmp_p
     want = running_totals(epochs)
     naiad.execute(resumable_program(epochs[:10], tmp_path, seen), processes=2,
                   checkpoint_dir=str(ckpt), checkpoint_every=2)
-    damage(ckpt / "ckpt-000000008" / "proc-1-worker-1.pkl", "flip")
+    path = damage(ckpt, "proc-1", PART, 8, "flip")
     seen.unlink()
     capfd.readouterr()
     again = naiad.execute(resumable_program(epochs, tmp_path, seen), processes=2,
                           checkpoint_dir=str(ckpt), checkpoint_every=2)
     err = capfd.readouterr().err
     warned = [line for line in err.splitlines() if "CheckpointWarning" in line]
-    assert len(warned) == 2 and all("ckpt-000000008/proc-1-worker-1.pkl" in w for w in warned)
+    assert len(warned) == 2 and all(f"{path.name} at epoch 8" in w for w in warned)
     assert min(int(x) for x in seen.read_text().split()) == 6
     assert merge(again) == want
     assert_delivered_exactly_once(tmp_path, 2, want)
@@ -597,15 +618,28 @@ def test_every_process_rejects_a_checkpoint_that_one_process_finds_damaged(tmp_p
 
 # ---- policy: pruning, size, on demand, by time -------------------------------------------------------------------
 @pytest.mark.timeout(60)
-def test_old_checkpoints_and_input_logs_are_pruned_keeping_the_last_k(tmp_path):
-    epochs = text_epochs(15, 6, SEED + 9)
+@pytest.mark.parametrize("processes", [1, 2])
+def test_old_checkpoints_and_input_logs_are_pruned_keeping_the_last_k(tmp_path, processes):
+    """Journal files and input-log segments are deleted whole once every checkpoint they
+    serve is older than the newest ``keep``: the disk holds the newest ``keep`` checkpoints and
+    at most one journal file's worth more, and the input log from before the oldest kept
+    checkpoint back to at most one rotation of segments earlier."""
+    keep, count = 2, 3 * ROTATE_RECORDS
+    epochs = text_epochs(count + 1, 4, SEED + 9)
     ckpt = tmp_path / "ckpt"
-    naiad.execute(wordcount_program(epochs, tmp_path), checkpoint_dir=str(ckpt),
-                  checkpoint_every=2, checkpoint_keep=2)
-    assert sorted(d.name for d in ckpt.glob("ckpt-*")) == ["ckpt-000000012", "ckpt-000000014"]
-    logged = EpochLog(ckpt / "inputs" / "proc-0" / "lines", directory_key(ckpt)).items()
-    assert sorted(logged) == [12, 13, 14]
-    assert logged[13] == epochs[13]
+    parts = naiad.execute(wordcount_program(epochs, tmp_path), processes=processes,
+                          checkpoint_dir=str(ckpt), checkpoint_every=1, checkpoint_keep=keep)
+    assert merge(parts) == wordcount_vertex.oracle(epochs)
+    for p in range(processes):
+        stored = [r.epoch for _, r in records(ckpt, f"proc-{p}", PART)]
+        assert stored == list(range(stored[0], count + 1)), stored
+        assert keep <= len(stored) <= keep + ROTATE_RECORDS, stored
+        logged = EpochLog(ckpt / "inputs" / f"proc-{p}" / "lines", directory_key(ckpt)).items()
+        assert sorted(logged) == list(range(min(logged), count + 1))
+        assert count - keep - 2 * ROTATE_LOGS <= min(logged) <= count - keep, sorted(logged)
+        assert all(logged[e] == shard(epochs[e], p, processes) for e in logged)
+    commits = [r.epoch for _, r in records(ckpt, "commits", COMMIT)]
+    assert commits[-keep:] == [count - 1, count] and len(commits) <= keep + ROTATE_RECORDS
 
 
 class Hoard(naiad.Vertex):
@@ -621,9 +655,8 @@ class Hoard(naiad.Vertex):
 
 
 def checkpoint_sizes(directory: Path) -> Dict[int, int]:
-    return {e: sum(f.stat().st_size for f in (directory / f"ckpt-{e:09d}").rglob("*")
-                   if f.is_file())
-            for e in checkpoints(directory)}
+    """Bytes of each checkpoint's part (one process)."""
+    return {r.epoch: r.length for _, r in records(directory, "proc-0", PART)}
 
 
 @pytest.mark.timeout(60)

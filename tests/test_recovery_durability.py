@@ -1,71 +1,95 @@
-"""Durability of checkpoints: the order of fsync and rename calls that a power cut depends on.
+"""Durability of checkpoints: the order of writes and fsyncs that a power cut depends on.
 
-A checkpoint survives a machine crash only if every file it consists of reaches the disk before
-the manifest that declares the checkpoint complete, and the manifest's directory entry reaches
-the disk too.  These tests run a real checkpointing computation in this process, record every
-``os.fsync``, ``os.replace`` and ``os.rename`` it makes (the path behind each fsynced descriptor
-is read from ``/proc/self/fd``), and check the order:
+A checkpoint survives a machine crash only if every part of it reaches the disk before the
+commit record that declares it complete, and every file holding them is found again: each
+journal file's directory entry, and the journal directory's own.  These tests run a real
+checkpointing computation in this process, record every ``os.write``, ``os.fsync``,
+``os.open`` creating a file and ``os.mkdir`` it makes (the path behind a descriptor is read
+from ``/proc/self/fd``), and check, for every commit record found in the journal afterwards:
 
-- every file of a checkpoint is fsynced before the rename that installs it;
-- every such rename precedes the manifest's rename, and the checkpoint directory is fsynced
-  between the last of them and the manifest's rename;
-- every input-log segment written before the checkpoint is fsynced before the manifest;
-- the checkpoint directory is fsynced after the manifest's rename, and its parent after the
-  checkpoint directory is created.
+- each part it names was written, then its file fsynced, before the commit record was written;
+- the commit record was fsynced after it was written;
+- each journal file it depends on had its directory fsynced after the file was created, and
+  the journal directory's parent after the journal directory was created, before the commit;
+- every input-log segment holding an epoch of this checkpoint (between the previous boundary
+  and this one) was fsynced between the previous commit and this one.
 
 A last test makes the disk slow while a checkpoint's logs are sealed: the inputs must go on.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
 import linq  # noqa: F401 - installs the Stream methods used below
 import naiad
 import stages
-from naiad.recovery.store import EpochLog
 from naiad.recovery.directory import directory_key
+from naiad.recovery.journal import COMMIT, HEADER_SIZE, journal_files, read_record, scan
+from naiad.recovery.store import EpochLog, list_checkpoints
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(),
                                 reason="needs /proc/self/fd to name fsynced descriptors")
 
-Event = Tuple[str, str, str]          # (kind, path, destination or "")
+Event = Tuple[str, str, int]          # (kind, path, bytes written or 0)
 
 
 class Recorder:
-    """Wraps os.fsync / os.replace / os.rename, keeping their order across threads."""
+    """Wraps os.write / os.fsync / os.open / os.mkdir, keeping their order across threads."""
 
     def __init__(self, monkeypatch):
         self.events: List[Event] = []
         self._lock = threading.Lock()
-        fsync, replace, rename = os.fsync, os.replace, os.rename
+        write, fsync, open_, mkdir = os.write, os.fsync, os.open, os.mkdir
+
+        def path_of(fd) -> str:
+            return os.readlink(f"/proc/self/fd/{fd if isinstance(fd, int) else fd.fileno()}")
+
+        def rec_write(fd, data):
+            n = write(fd, data)
+            self._add(("write", path_of(fd), n))
+            return n
 
         def rec_fsync(fd):
-            path = os.readlink(f"/proc/self/fd/{fd if isinstance(fd, int) else fd.fileno()}")
+            path = path_of(fd)
             fsync(fd)
-            self._add(("fsync", path, ""))
+            self._add(("fsync", path, 0))
 
-        def rec_replace(src, dst, *a, **k):
-            replace(src, dst, *a, **k)
-            self._add(("rename", os.path.abspath(src), os.path.abspath(dst)))
+        def rec_open(path, flags, *a, **k):
+            fd = open_(path, flags, *a, **k)
+            if flags & os.O_CREAT:
+                self._add(("create", os.path.abspath(path), 0))
+            return fd
 
-        def rec_rename(src, dst, *a, **k):
-            rename(src, dst, *a, **k)
-            self._add(("rename", os.path.abspath(src), os.path.abspath(dst)))
+        def rec_mkdir(path, *a, **k):
+            mkdir(path, *a, **k)
+            self._add(("mkdir", os.path.abspath(path), 0))
 
+        monkeypatch.setattr(os, "write", rec_write)
         monkeypatch.setattr(os, "fsync", rec_fsync)
-        monkeypatch.setattr(os, "replace", rec_replace)
-        monkeypatch.setattr(os, "rename", rec_rename)
+        monkeypatch.setattr(os, "open", rec_open)
+        monkeypatch.setattr(os, "mkdir", rec_mkdir)
 
     def _add(self, event: Event) -> None:
         with self._lock:
             self.events.append(event)
+
+    def written_by(self, path: str, end: int) -> int:
+        """The index of the write after which ``path`` holds ``end`` bytes."""
+        total = 0
+        for i, (kind, p, n) in enumerate(self.events):
+            if kind == "write" and p == path:
+                total += n
+                if total >= end:
+                    return i
+        raise AssertionError(f"{path} never held {end} bytes")
 
 
 def program(epochs):
@@ -89,7 +113,7 @@ def first(events: List[Event], pred, after: int = -1) -> int:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_checkpoint_files_reach_the_disk_before_the_manifest(tmp_path, monkeypatch, workers):
+def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypatch, workers):
     root = (tmp_path / "ckpt").resolve()
     epochs = [[f"w{e % 3} x{e}"] * 3 for e in range(9)]
     rec = Recorder(monkeypatch)
@@ -98,52 +122,43 @@ def test_checkpoint_files_reach_the_disk_before_the_manifest(tmp_path, monkeypat
     monkeypatch.undo()
     assert sorted(results[0][0]) == [("w0", 3), ("x0", 3)]
     events = list(rec.events)
-    manifests = [i for i, e in enumerate(events)
-                 if e[0] == "rename" and e[2].endswith("/MANIFEST.json")]
-    committed = sorted(d for d in root.glob("ckpt-*") if (d / "MANIFEST.json").exists())
-    assert len(manifests) == len(committed) >= 2, (manifests, committed)
+    key = directory_key(root)
+    journal = root / "journal"
+    commits = [(path, r) for path in journal_files(journal, "commits") for r in scan(path)
+               if r.kind == COMMIT]
+    assert [r.epoch for _, r in commits] == list_checkpoints(root) == [3, 6]
 
-    for m in manifests:
-        base = os.path.dirname(events[m][2])
-        before = events[:m]
-        # Every file installed into this checkpoint: fsynced (under its temporary name) first.
-        installs = [(i, e) for i, e in enumerate(before)
-                    if e[0] == "rename" and e[2].startswith(base + "/")]
-        on_disk = {os.path.relpath(str(p), base) for p in Path(base).rglob("*") if p.is_file()}
-        installed = {os.path.relpath(e[2], base) for _, e in installs} | {"MANIFEST.json"}
-        assert on_disk <= installed, f"files of {base} not installed by a rename: " \
-                                     f"{sorted(on_disk - installed)}"
-        for i, (_, src, dst) in installs:
-            synced = first(before, lambda e, s=src: e[0] == "fsync" and e[1] == s)
-            assert 0 <= synced < i, f"{dst} renamed into place before its data was fsynced"
-        manifest_src = events[m][1]
-        assert first(before, lambda e: e[0] == "fsync" and e[1] == manifest_src) >= 0, \
-            "the manifest is renamed into place before its data was fsynced"
-        # The checkpoint directory's own entry: its parent fsynced before the manifest.
-        assert first(before, lambda e: e[0] == "fsync" and e[1] == str(root)) >= 0, \
-            f"{root} is not fsynced after {base} is created"
-        # The parts' directory entries (written without a directory fsync of their own): the
-        # checkpoint directory fsynced after the last of them and before the manifest.
-        last_install = max(i for i, _ in installs)
-        assert first(before, lambda e: e[0] == "fsync" and e[1] == base,
-                     after=last_install) > last_install, \
-            f"{base} is not fsynced between its parts' renames and its manifest's"
-        # The manifest's directory entry: the checkpoint directory fsynced after the rename.
-        after = first(events, lambda e: e[0] == "fsync" and e[1] == base, after=m)
-        assert after > m, f"{base} is not fsynced after its manifest is renamed into place"
+    def synced_after(path: str, i: int) -> int:
+        return first(events, lambda e: e[0] == "fsync" and e[1] == path, after=i)
 
-    # Every input-log segment holding an epoch that a checkpoint covers (an epoch below its
-    # boundary) is fsynced before that checkpoint's manifest.
+    def entry_durable_before(path: str, k: int) -> None:
+        made = first(events, lambda e: e[0] in ("create", "mkdir") and e[1] == path)
+        assert 0 <= made < k, f"{path} was not created before the commit"
+        parent = os.path.dirname(path)
+        assert made < synced_after(parent, made) < k, \
+            f"{parent} is not fsynced between the creation of {path} and the commit"
+
+    previous, boundary_before = -1, 0
     segments = sorted((root / "inputs").rglob("*.log"))
     assert segments, "no input log was written"
-    lowest = {seg: min(logged_epochs(seg, tmp_path)) for seg in segments}
-    for m in manifests:
-        boundary = int(Path(events[m][2]).parent.name[5:])
-        for seg in segments:
-            if lowest[seg] < boundary:
-                synced = first(events, lambda e, s=str(seg): e[0] == "fsync" and e[1] == s)
-                assert 0 <= synced < m, \
-                    f"input log {seg.name} is not fsynced before the manifest of ckpt {boundary}"
+    held = {seg: logged_epochs(seg, tmp_path) for seg in segments}
+    for cpath, crec in commits:
+        k = rec.written_by(str(cpath), crec.offset + HEADER_SIZE + crec.length)
+        assert synced_after(str(cpath), k) > k, f"commit {crec.epoch} is never fsynced"
+        entry_durable_before(str(cpath), k)
+        entry_durable_before(str(journal), k)
+        manifest = json.loads(read_record(cpath, crec.offset, key, COMMIT, crec.epoch))
+        for where in manifest["parts"].values():
+            ppath = str(journal / where["file"])
+            i = rec.written_by(ppath, where["offset"] + HEADER_SIZE + where["length"])
+            assert i < synced_after(ppath, i) < k, \
+                f"the part in {ppath} for {crec.epoch} is not fsynced before its commit"
+            entry_durable_before(ppath, k)
+        for seg, logged in held.items():
+            if any(boundary_before <= e < crec.epoch for e in logged):
+                assert previous < synced_after(str(seg), previous) < k, \
+                    f"input log {seg.name} is not fsynced before the commit of {crec.epoch}"
+        previous, boundary_before = k, crec.epoch
 
 
 def logged_epochs(segment: Path, scratch: Path) -> List[int]:
@@ -211,8 +226,8 @@ def slow_disk_program(epochs, slow, boundary, seen, stop_after=None, notes=None)
                 assert slow.entered.wait(20), "the checkpoint's logs were never sealed"
             if slow is not None and e == boundary + 3:
                 # Three epochs accepted while the writer thread waits for the disk.
-                manifest = Path(comp.options["checkpoint_dir"]) / f"ckpt-{boundary:09d}"
-                notes.append((slow.gave_up, (manifest / "MANIFEST.json").exists()))
+                root = Path(comp.options["checkpoint_dir"])
+                notes.append((slow.gave_up, boundary in list_checkpoints(root)))
                 slow.released.set()
         inp.on_completed()
         comp.join(timeout=60)
@@ -238,8 +253,7 @@ def test_inputs_go_on_while_the_disk_is_slow_to_seal_a_checkpoint(tmp_path, monk
     monkeypatch.undo()
     assert notes == [(False, False)], \
         "on_next waited for the disk (or the checkpoint committed before its logs were durable)"
-    assert sorted(int(d.name[5:]) for d in root.glob("ckpt-*")
-                  if (d / "MANIFEST.json").exists()) == [4, 8]
+    assert list_checkpoints(root) == [4, 8]
     seen: list = []
     [result] = naiad.execute(slow_disk_program(epochs, None, 8, seen), checkpoint_dir=str(root),
                              checkpoint_every=4)

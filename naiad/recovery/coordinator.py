@@ -27,10 +27,15 @@ from naiad.messages import CHECKPOINT
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
 
-__all__ = ["Coordinator", "CHECKPOINT_BOUND"]
+__all__ = ["Coordinator", "CHECKPOINT_BOUND", "ROTATE_LOGS"]
 
 CHECKPOINT_BOUND = 600.0
 """Seconds, beyond connect_timeout, that a process waits for the others at a checkpoint."""
+
+ROTATE_LOGS = 8
+"""The input logs start new segments every this many checkpoints (a segment is pruned whole
+once every kept checkpoint is after it): not at every one, since creating and deleting files
+costs more than appending to them."""
 
 
 class Coordinator:
@@ -48,6 +53,7 @@ class Coordinator:
         self._cv = threading.Condition()
         self.committer = Committer(on_error=comp.fail)
         self.fingerprint = comp.graph.fingerprint()
+        self.taken = 0               # checkpoints cut by this run
 
     @property
     def bound(self) -> float:
@@ -117,7 +123,9 @@ class Coordinator:
                 self._cv.wait(0.2)
             snaps = dict(self._snapshots)
         t1 = _time.monotonic()
-        self.store.rotate_logs()
+        self.taken += 1
+        if self.taken % ROTATE_LOGS == 0:
+            self.store.rotate_logs()
         nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound)  # arrived: on_quiescent
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
@@ -150,12 +158,11 @@ class Coordinator:
             for sid, e in st["__naiad__"]["inputs"].items():
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = self.fingerprint
-        size = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
-        comp.fabric.gather(f"written-{epoch}", self.bound)    # only process 0 waits
+        size, where = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
+        parts = comp.fabric.gather(f"written-{epoch}", self.bound, where)  # process 0 waits
         if comp.process_index == 0:
-            store.commit(epoch, fingerprint)
-        kept = store.epochs()[-store.keep:]
-        store.prune_inputs(min(kept) if kept else epoch)
+            store.commit(epoch, fingerprint, {**parts, 0: where})
+        store.prune()
         self.stats.append({"epoch": epoch, "bytes": size, "quiesce_s": t1 - t0,
                            "total_s": _time.monotonic() - t0,
                            "write_cpu_s": _time.thread_time() - cpu0})

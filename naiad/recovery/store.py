@@ -1,32 +1,33 @@
-"""Durable checkpoints: per-worker vertex state, per-process parts, a manifest committed last.
+"""Durable checkpoints: each process appends its part to a journal, process 0 commits last.
 
 Layout under the checkpoint directory::
 
-    ckpt-000000010/                  boundary epoch 10: all epochs < 10 are in the state
-        proc-0-worker-0.pkl          pickled vertex states of one worker
-        proc-0.json                  the process's part: files, sizes, sha256, notifications
-        MANIFEST.json                written last, by process 0, once every part is durable
+    journal/proc-0-000000000.jnl        process 0's parts: vertex states, notifications, inputs
+    journal/commits-000000000.jnl       process 0's commit records, one per checkpoint
     inputs/proc-0/<input>/<seq>.log     records each input accepted, for replay (EpochLog)
-    outputs/proc-0/<name>.delivered     epochs handed to a subscriber, one line per delivery
+    outputs/proc-0/<name>.delivered     epochs handed to a subscriber (MarkFile)
     outputs/proc-0/<name>/<seq>.log     collected records per epoch (EpochLog)
 
-Checkpoint files are written to a temporary name, fsynced and renamed (checkpoints written by
-earlier releases kept the worker files in a ``proc-0/`` directory; the part lists the files by
-their path, so those are read too).  A checkpoint whose
-manifest, part or file is missing, truncated or fails its checksum is skipped with a warning
-naming the file, in favour of the previous complete one.  The logs are appended to without
-fsync (they survive a killed process) and fsynced at every checkpoint.
+A checkpoint at boundary ``b`` is one record in every process's journal (its *part*: the
+pickled states of its workers, and as JSON its pending notifications and open inputs) and one
+*commit* record in process 0's commit journal, appended once every part is durable, naming
+the file, offset and HMAC of each part (:mod:`naiad.recovery.journal`).  Each append is one
+``write`` and one ``fsync``.  A commit, or a part it names, that is missing, cut short or
+fails its HMAC is skipped with a warning naming the file, in favour of the previous complete
+checkpoint.  Journal files are deleted whole once every checkpoint they hold is older than
+the ``keep`` newest committed ones.  The logs are appended to without fsync (they survive a
+killed process) and fsynced at every checkpoint.  Checkpoints written as directories by
+earlier releases (``ckpt-<epoch>/``) are still resumed from (:mod:`naiad.recovery.legacy`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import pickle
 import shutil
 import signal
+import struct
 import threading
 import warnings
 from pathlib import Path
@@ -34,15 +35,19 @@ from typing import Any, Dict, List, Optional, Tuple
 
 
 from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.journal import (COMMIT, FORMAT, MAGIC, PART, JournalDamage, JournalWriter,
+                                    Record, journal_files, read_record, scan, scanned_to)
+from naiad.recovery.legacy import committed_directories, directory_epochs, load_directory
 from naiad.recovery.marks import MarkFile, read_count
-from naiad.recovery.logs import FORMAT, CheckpointWarning, EpochLog, LogFormatError, OutputLost
-from naiad.errors import NaiadError
-from naiad.files import sync_dir, write_atomic, write_files
+from naiad.recovery.logs import CheckpointWarning, EpochLog, LogFormatError, OutputLost
+from naiad.recovery.restored import CheckpointLayoutError, Restored, check_manifest
+from naiad.files import write_atomic
 from naiad.recovery import snapshot
-from naiad.progress.timestamp import Timestamp
 
-__all__ = ["CheckpointStore", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
+__all__ = ["CheckpointStore", "list_checkpoints", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
            "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost", "FORMAT"]
+
+_META = struct.Struct("<I")          # a part's payload: JSON length, JSON, pickled states
 
 
 def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
@@ -58,10 +63,6 @@ def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _dumps(obj: Any) -> bytes:
     try:
         return pickle.dumps(obj, protocol=5)
@@ -70,44 +71,19 @@ def _dumps(obj: Any) -> bytes:
         return cloudpickle.dumps(obj)
 
 
-class Restored:
-    """What a process restores from a complete checkpoint."""
-
-    def __init__(self, epoch: int, path: Path, manifest: Dict[str, Any]):
-        self.epoch, self.path, self.manifest = epoch, path, manifest
-        # worker index -> {stage id -> state}
-        self.states: Dict[int, Dict[int, Any]] = {}
-
-    def __repr__(self) -> str:
-        return f"Restored(epoch={self.epoch}, path={self.path})"
-
-    @property
-    def notifications(self) -> List[Tuple[int, int, Any]]:
-        """(worker, stage id, time) for every pending notification request in the computation."""
-        out = []
-        for part in self.manifest["parts"].values():
-            for w, sid, epoch, counters in part["notifications"]:
-                out.append((w, sid, Timestamp(epoch, tuple(counters))))
-        return out
-
-    @property
-    def open_inputs(self) -> Dict[int, int]:
-        """input stage id -> number of workers whose input was still open at the checkpoint."""
-        counts: Dict[int, int] = {}
-        for part in self.manifest["parts"].values():
-            for sid, n in part["open_inputs"].items():
-                counts[int(sid)] = counts.get(int(sid), 0) + n
-        return counts
-
-
-def _remove_all(paths: List[Path]) -> None:
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-class CheckpointLayoutError(NaiadError):
-    """A checkpoint was taken by another dataflow, or with another number of processes or
-    workers than this run's: a restart cannot cure it, so it is never retried."""
+def list_checkpoints(directory: str | os.PathLike) -> List[int]:
+    """The boundaries of the checkpoints committed in ``directory``, ascending: the headers of
+    the commit records, and the directories of earlier releases (nothing is authenticated or
+    unpickled: recovery does that, and skips what fails).  Journal files hold several
+    checkpoints and are deleted whole, so this may list more than ``checkpoint_keep``."""
+    root = Path(directory)
+    epochs = set(committed_directories(root, os.listdir(root)))
+    for path in journal_files(root / "journal", "commits"):
+        try:
+            epochs.update(r.epoch for r in scan(path) if r.kind == COMMIT)
+        except (OSError, JournalDamage):
+            continue
+    return sorted(epochs)
 
 
 class CheckpointStore:
@@ -124,6 +100,15 @@ class CheckpointStore:
         check_private(self.root)
         self._lock_fd: Optional[int] = lock(self.root, process)
         self.key = directory_key(self.root)
+        self.journal = self.root / "journal"
+        self._parts = JournalWriter(self.journal, f"proc-{process}", self.key)
+        self._commit_log = JournalWriter(self.journal, "commits", self.key) if process == 0 \
+            else None
+        self._commits: Dict[int, Tuple[Path, Record]] = {}    # epoch -> its commit record
+        self._scanned: Dict[Path, int] = {}                    # commit file -> bytes scanned
+        self._part_epochs: Optional[Dict[Path, int]] = None    # own part file -> highest epoch
+        self._legacy: List[int] = []          # committed checkpoint directories (format 2)
+        self._legacy_dirs: List[int] = []     # every checkpoint directory
         self._logs: Dict[Path, EpochLog] = {}
         self._logs_lock = threading.Lock()
         self._marks: Dict[str, MarkFile] = {}
@@ -145,187 +130,183 @@ class CheckpointStore:
             log.rotate()
 
     def ckpt_dir(self, epoch: int) -> Path:
+        """The directory of a checkpoint written by an earlier release (format version 2)."""
         return self.root / f"ckpt-{epoch:09d}"
 
     def write_part(self, epoch: int, fingerprint: str,
                    worker_states: Dict[int, Dict[int, Any]],
                    notifications: List[Tuple[int, int, Any]],
-                   open_inputs: Dict[int, int]) -> int:
-        """Write this process's vertex states and part manifest; returns bytes written.
+                   open_inputs: Dict[int, int]) -> Tuple[int, Dict[str, Any]]:
+        """Append this process's part to its journal; returns its size in bytes and where it
+        is (for process 0's commit record).
 
         First the input logs and collected outputs appended before the boundary are made
-        durable, so a committed checkpoint never depends on data that a power cut could lose.
-        The files go into the checkpoint's directory in one :func:`write_files`, each fsynced
-        before its rename; the directory itself is fsynced once for every process's files, by
-        process 0 in :meth:`commit`, before the manifest."""
+        durable, so a committed checkpoint never depends on data that a power cut could lose."""
         with self._logs_lock:
             logs = list(self._logs.values())
         for log in logs:
             log.seal()
-        base = str(self.ckpt_dir(epoch))
-        out: Dict[str, bytes] = {}
-        files = {}
-        total = 0
-        for w, states in sorted(worker_states.items()):
-            data = _dumps(states)
-            rel = f"proc-{self.process}-worker-{w}.pkl"
-            out[rel] = data
-            files[rel] = {"sha256": _sha(data), "size": len(data)}
-            total += len(data)
-        part = {"process": self.process, "epoch": epoch, "fingerprint": fingerprint,
-                "files": files,
-                "notifications": [[w, sid, t[0], list(t[1])] for w, sid, t in notifications],
-                "open_inputs": {str(k): v for k, v in open_inputs.items()}}
-        data = json.dumps(part, sort_keys=True).encode()
-        out[f"proc-{self.process}.json"] = data     # last: it names the files before it
+        meta = json.dumps({"process": self.process, "epoch": epoch, "fingerprint": fingerprint,
+                           "workers": sorted(worker_states),
+                           "notifications": [[w, sid, t[0], list(t[1])]
+                                             for w, sid, t in notifications],
+                           "open_inputs": {str(k): v for k, v in open_inputs.items()}},
+                          sort_keys=True).encode()
+        payload = _META.pack(len(meta)) + meta + _dumps(worker_states)
         fault_point(self.root, "checkpoint-write", epoch, self.process)
-        write_files(base, out, sync_dir=False)
-        return total + len(data)
+        where = self._parts.append(PART, epoch, payload)
+        if self._part_epochs is not None:
+            self._part_epochs[self.journal / where["file"]] = epoch
+        return len(payload), where
 
-    def commit(self, epoch: int, fingerprint: str) -> None:
-        """Process 0, once every process has written its part: make the parts' directory
-        entries durable, write the manifest, then prune old checkpoints."""
+    def commit(self, epoch: int, fingerprint: str, parts: Dict[int, Dict[str, Any]]) -> None:
+        """Process 0, once every process's part is durable (``parts``: where each is): append
+        the commit record, then prune old checkpoints."""
         fault_point(self.root, "checkpoint-commit", epoch, self.process)
-        base = self.ckpt_dir(epoch)
-        sync_dir(base)       # every part's rename is durable before the manifest names it
-        parts = {}
-        for p in range(self.processes):
-            data = (base / f"proc-{p}.json").read_bytes()
-            parts[str(p)] = {"sha256": _sha(data)}
+        assert self._commit_log is not None, "only process 0 commits"
         manifest = {"format": FORMAT, "epoch": epoch, "processes": self.processes,
-                    "workers": self.workers, "fingerprint": fingerprint, "parts": parts}
-        manifest["hmac"] = self._mac(manifest)
-        write_files(str(base), {"MANIFEST.json": json.dumps(manifest, sort_keys=True).encode()})
-        self.prune()
+                    "workers": self.workers, "fingerprint": fingerprint,
+                    "parts": {str(p): where for p, where in sorted(parts.items())}}
+        data = json.dumps(manifest, sort_keys=True).encode()
+        where = self._commit_log.append(COMMIT, epoch, data)
+        path = self.journal / where["file"]
+        self._commits[epoch] = (path, Record(COMMIT, epoch, where["offset"], where["length"],
+                                             bytes.fromhex(where["mac"])))
+
+    # ---- the committed checkpoints ---------------------------------------------------------------
+    def _refresh_commits(self) -> Dict[int, Tuple[Path, Record]]:
+        """Read the commit records appended since the last call (headers only)."""
+        for path in journal_files(self.journal, "commits"):
+            start = self._scanned.get(path, 0)
+            if start < 0:
+                continue                  # unreadable: warned about once
+            try:
+                records = scan(path, start)
+            except (OSError, JournalDamage) as exc:
+                self._warn(path, f"cannot be read ({exc})")
+                self._scanned[path] = -1
+                continue
+            for rec in records:
+                if rec.kind == COMMIT:
+                    self._commits[rec.epoch] = (path, rec)
+            self._scanned[path] = scanned_to(records, max(start, len(MAGIC)))
+        return self._commits
+
+    def committed(self) -> List[int]:
+        """The boundaries of the committed checkpoints (journalled, or directories written by
+        an earlier release), ascending; some may be pruned already, see :meth:`prune`."""
+        legacy = committed_directories(self.root, os.listdir(self.root))
+        return sorted(set(self._refresh_commits()) | set(legacy))
 
     def prune(self) -> None:
-        """Keep the newest ``keep`` complete checkpoints.  Older ones are renamed out of the way
-        at once (``epochs()`` no longer sees them) and deleted, with what an earlier process
-        left half deleted."""
-        names = os.listdir(self.root)
-        complete = self.committed(names)
-        if len(complete) > self.keep:
-            oldest_kept = complete[-self.keep]
-            for e in self.epochs(names):
-                if e < oldest_kept:
-                    doomed = self.root / f".pruned-{e:09d}-{os.getpid()}"
+        """Delete what only checkpoints older than the newest ``keep`` committed ones need:
+        this process's journal files whose parts are all older (not the one written to),
+        process 0's commit files likewise and directories of earlier releases, and the input
+        log segments.  Process 0 knows its commits; the others read the commit records
+        appended since their last look (a few small reads)."""
+        if self._commit_log is None:
+            self._refresh_commits()
+        committed = sorted(self._commits)
+        if self._legacy:
+            committed = sorted(set(committed) | set(self._legacy))
+        if len(committed) <= self.keep:
+            return
+        below = committed[-self.keep]
+        if self._part_epochs is None:        # files of earlier runs: their parts, once
+            self._part_epochs = {}
+            for path in journal_files(self.journal, f"proc-{self.process}"):
+                if path != self._parts.path:
                     try:
-                        os.rename(self.ckpt_dir(e), doomed)
-                    except OSError:
-                        shutil.rmtree(self.ckpt_dir(e), ignore_errors=True)
-                    else:
-                        names.append(doomed.name)
-        doomed_all = [self.root / n for n in names if n.startswith(".pruned-")]
-        if doomed_all:
-            _remove_all(doomed_all)
-
-    def epochs(self, names: Optional[List[str]] = None) -> List[int]:
-        """The boundaries of the checkpoint directories present (``names``: a listing of the
-        root already made), committed or not."""
-        out = []
-        for name in os.listdir(self.root) if names is None else names:
-            if name.startswith("ckpt-"):
+                        high = max((r.epoch for r in scan(path)), default=-1)
+                    except (OSError, JournalDamage):
+                        high = -1
+                    self._part_epochs[path] = high
+        doomed = [p for p, high in self._part_epochs.items()
+                  if high < below and p != self._parts.path]
+        for path in doomed:
+            del self._part_epochs[path]
+        if self._commit_log is not None:
+            files: Dict[Path, List[int]] = {}
+            for e, (p, _) in self._commits.items():
+                files.setdefault(p, []).append(e)
+            for path, epochs in files.items():
+                if max(epochs) < below and path != self._commit_log.path:
+                    doomed.append(path)
+                    for e in epochs:
+                        del self._commits[e]
+            if self._legacy_dirs:
+                doomed.extend(self.ckpt_dir(e) for e in self._legacy_dirs if e < below)
+                self._legacy_dirs = [e for e in self._legacy_dirs if e >= below]
+                self._legacy = [e for e in self._legacy if e >= below]
+        for path in doomed:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
                 try:
-                    out.append(int(name[5:]))
-                except ValueError:
-                    continue
-        return sorted(out)
-
-    def committed(self, names: Optional[List[str]] = None) -> List[int]:
-        """The boundaries of the checkpoints whose manifest is written, ascending."""
-        root = str(self.root)
-        return [e for e in self.epochs(names)
-                if os.path.exists(os.path.join(root, f"ckpt-{e:09d}", "MANIFEST.json"))]
+                    path.unlink()
+                except OSError:
+                    pass          # gone already; a file left behind is pruned by a later run
+        self.prune_inputs(below)
 
     # ---- finding and loading ---------------------------------------------------------------------
     def latest(self, fingerprint: str) -> Optional[Restored]:
         """The newest complete, intact checkpoint, with this process's states loaded."""
-        for epoch in reversed(self.epochs()):
-            restored = self._load(epoch, fingerprint)
+        journalled = dict(self._refresh_commits())
+        names = os.listdir(self.root)
+        self._legacy = committed_directories(self.root, names)
+        self._legacy_dirs = directory_epochs(names)
+        for epoch in reversed(self.committed()):
+            if epoch in journalled:
+                restored = self._load(epoch, *journalled[epoch], fingerprint)
+            else:
+                restored = load_directory(self.ckpt_dir(epoch), epoch, fingerprint, self.key,
+                                          self.process, self.processes, self.workers,
+                                          self._warn)
             if restored is not None:
                 return restored
         return None
 
-    def _mac(self, manifest: Dict[str, Any]) -> str:
-        """The manifest's HMAC: it lists the parts' hashes, which list the files' hashes, so it
-        authenticates every file of the checkpoint before anything is unpickled."""
-        data = json.dumps(manifest, sort_keys=True).encode()
-        return hmac.new(self.key, data, hashlib.sha256).hexdigest()
-
-    def _warn(self, path: Path, why: str) -> None:
-        warnings.warn(f"checkpoint file {path} {why}; using an earlier checkpoint",
+    def _warn(self, path: Path, why: str, epoch: Optional[int] = None) -> None:
+        at = f" at epoch {epoch}" if epoch is not None else ""
+        warnings.warn(f"checkpoint file {path}{at} {why}; using an earlier checkpoint",
                       CheckpointWarning, stacklevel=3)
 
-    def _load(self, epoch: int, fingerprint: str) -> Optional[Restored]:
-        base = self.ckpt_dir(epoch)
-        mpath = base / "MANIFEST.json"
-        if not mpath.exists():
-            return None   # never committed: an interrupted checkpoint, not damage
+    def _load(self, epoch: int, path: Path, rec: Record, fingerprint: str) -> Optional[Restored]:
+        """The journalled checkpoint committed by ``rec``, or None (with a warning)."""
         try:
-            manifest = json.loads(mpath.read_bytes())
+            data = read_record(path, rec.offset, self.key, COMMIT, epoch, rec.length)
+            manifest = json.loads(data)
             if not isinstance(manifest, dict):
-                raise ValueError(f"it holds a JSON {type(manifest).__name__}, not an object")
-        except (OSError, ValueError) as exc:
-            self._warn(mpath, f"cannot be read ({type(exc).__name__}: {exc})")
-            return None
-        if manifest.get("format") != FORMAT and "sha256" in manifest and "hmac" not in manifest:
-            msg = (f"checkpoint {base} is in format version 1 (written by an earlier release); "
-                   f"this release reads format version {FORMAT}: resume it with the release "
-                   "that wrote it, or start from a fresh checkpoint_dir")
-            raise LogFormatError(msg)
-        own = manifest.pop("hmac", None)
-        if not isinstance(own, str) or not hmac.compare_digest(own, self._mac(manifest)):
-            self._warn(mpath, "fails its HMAC (damaged, or not written with this directory's key)")
+                raise JournalDamage(f"holds a JSON {type(manifest).__name__}, not an object")
+        except (JournalDamage, ValueError) as exc:
+            self._warn(path, f"(its commit record) {exc}", epoch)
             return None
         if manifest.get("format") != FORMAT:
-            msg = (f"checkpoint {base} is in format version {manifest.get('format')!r}; this "
-                   f"release reads format version {FORMAT}")
+            msg = (f"checkpoint {epoch} in {path} is in format version "
+                   f"{manifest.get('format')!r}; this release reads format versions 2 and 3")
             raise LogFormatError(msg)
-        if manifest.get("fingerprint") != fingerprint:
-            msg = (f"checkpoint directory {self.root} holds checkpoints of a different dataflow "
-                   f"(fingerprint {manifest.get('fingerprint')} != {fingerprint}); use a fresh "
-                   "directory for a different program")
-            raise CheckpointLayoutError(msg)
-        layout = (manifest.get("processes"), manifest.get("workers"))
-        if layout != (self.processes, self.workers):
-            msg = (f"checkpoint {base} was taken with {layout[0]} process(es) x {layout[1]} "
-                   f"worker(s); this run has {self.processes} x {self.workers}: vertex state is "
-                   "partitioned by worker, so resume with the same processes= and workers=, or "
-                   "start from a fresh checkpoint_dir")
-            raise CheckpointLayoutError(msg)
-        parts = {}
-        for p, meta in manifest["parts"].items():
-            ppath = base / f"proc-{p}.json"
-            try:
-                data = ppath.read_bytes()
-            except OSError:
-                self._warn(ppath, "is missing")
-                return None
-            if _sha(data) != meta["sha256"]:
-                self._warn(ppath, "fails its checksum")
-                return None
-            parts[p] = json.loads(data)
-        manifest["parts"] = parts
-        restored = Restored(epoch, base, manifest)
-        # Every process checks every file, its own and the others', in full: a checkpoint that
+        check_manifest(manifest, f"{epoch} in {path}", self.root, fingerprint, self.processes,
+                       self.workers)
+        restored = Restored(epoch, self.journal, {**manifest, "parts": {}})
+        # Every process checks every part, its own and the others', in full: a checkpoint that
         # one process rejects must be rejected by all, or they would resume from different ones.
-        for p, part in sorted(parts.items()):
-            for rel, meta in sorted(part["files"].items()):
-                fpath = base / rel
-                try:
-                    data = fpath.read_bytes()
-                except OSError:
-                    self._warn(fpath, "is missing")
-                    return None
-                if len(data) != meta["size"]:
-                    self._warn(fpath, f"is truncated ({len(data)} of {meta['size']} bytes)")
-                    return None
-                if _sha(data) != meta["sha256"]:
-                    self._warn(fpath, "fails its checksum")
-                    return None
-                if p == str(self.process):
-                    worker = int(rel.rsplit("-", 1)[1].split(".")[0])
-                    restored.states[worker] = snapshot.load_states(data)
+        for p in range(self.processes):
+            where = manifest["parts"].get(str(p))
+            if not isinstance(where, dict):
+                self._warn(path, f"(its commit record) names no part of process {p}", epoch)
+                return None
+            ppath = self.journal / Path(str(where.get("file"))).name
+            try:
+                payload = read_record(ppath, int(where["offset"]), self.key, PART, epoch,
+                                      int(where["length"]), str(where["mac"]))
+                (n,) = _META.unpack_from(payload)
+                meta = json.loads(payload[_META.size:_META.size + n])
+            except (JournalDamage, ValueError, KeyError, struct.error) as exc:
+                self._warn(ppath, f"(the part of process {p}) {exc}", epoch)
+                return None
+            restored.manifest["parts"][str(p)] = meta
+            if p == self.process:
+                restored.states = snapshot.load_states(payload[_META.size + n:])
         return restored
 
     # ---- input log ---------------------------------------------------------------------------------
@@ -358,13 +339,9 @@ class CheckpointStore:
         return records if ok else None
 
     def prune_inputs(self, below: int) -> None:
-        """Drop this process's input logs below ``below``, but never below the oldest kept
-        checkpoint that is committed: a newer one may still fail to commit (process 0 dies
-        first), and then the older one is resumed from and its epochs are replayed from this
-        log."""
-        committed = self.committed()
-        below = min(below, committed[-self.keep] if len(committed) >= self.keep
-                    else (committed[0] if committed else 0))
+        """Drop this process's input logs below ``below``: the oldest kept checkpoint that is
+        committed (a newer one may still fail to commit, if process 0 dies first, and then
+        the older one is resumed from and its epochs are replayed from this log)."""
         if below <= 0:
             return
         inputs = self.root / "inputs" / f"proc-{self.process}"

@@ -167,13 +167,14 @@ class ControlPlane:
         ``timeout`` s.  A peer that says goodbye first never sends one: that fails at once."""
         return self._await(name, timeout, ended_fails=True)
 
-    def gather(self, name: str, timeout: float) -> None:
-        """Process 0 waits until every other process reached ``name``; the others only tell
-        process 0 that they did, and go on at once."""
+    def gather(self, name: str, timeout: float, value: Any = None) -> Dict[int, Any]:
+        """Process 0 waits until every other process reached ``name`` and returns their
+        ``value`` by process; the others only tell process 0 (with ``value``), go on at once
+        and get ``{}``."""
         if self.process_index != 0:
-            self._post(ARRIVE_AT_ZERO, (name, None))
-        else:
-            self._await(name, timeout)
+            self._post(ARRIVE_AT_ZERO, (name, value))
+            return {}
+        return self._await(name, timeout)
 
     def _await(self, name: str, timeout: float, ended_fails: bool = False) -> Dict[int, Any]:
         """Every peer's arrival at ``name``, by process (bounded by ``timeout`` seconds; with

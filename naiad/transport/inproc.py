@@ -78,8 +78,9 @@ class LocalFabric:
         """Wait until every process reached ``name``; returns process 0's ``value``."""
         return self._arrived.pop(name, value)
 
-    def gather(self, name: str, timeout: float) -> None:
+    def gather(self, name: str, timeout: float, value=None) -> Dict[int, Any]:
         """Process 0 waits until every other process reached ``name`` (there is none)."""
+        return {}
 
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:
         """Stop every worker (there is no other process to tell about ``relay``)."""

@@ -14,7 +14,7 @@ of callbacks, and reports a failure that came from another process as a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional, Protocol
 
 __all__ = ["Fabric", "Inbox", "FabricHooks"]
 
@@ -72,9 +72,10 @@ class Fabric(Protocol):
         returns process 0's value given here)."""
         ...
 
-    def gather(self, name: str, timeout: float) -> None:
-        """Process 0 waits until every other process reached ``name`` (bounded); the others
-        tell process 0 and return at once (no round trip)."""
+    def gather(self, name: str, timeout: float, value: Any = None) -> Dict[int, Any]:
+        """Process 0 waits until every other process reached ``name`` (bounded) and returns
+        their ``value`` by process; the others tell process 0 and return ``{}`` at once (no
+        round trip)."""
         ...
 
     def stop(self, reason: str, relay: Optional[BaseException] = None) -> None:

@@ -391,10 +391,11 @@ class ZmqFabric:
         assert self.control is not None
         self.control.arrive(name, value)
 
-    def gather(self, name: str, timeout: float) -> None:
-        """Process 0 waits until every other process reached ``name``; the others go on."""
+    def gather(self, name: str, timeout: float, value=None) -> Dict[int, Any]:
+        """Process 0 waits until every other process reached ``name`` and gets their ``value``
+        by process; the others go on (and get ``{}``)."""
         assert self.control is not None
-        self.control.gather(name, timeout)
+        return self.control.gather(name, timeout, value)
 
     def close(self, wait: Optional[float] = None) -> None:
         """Tell the peers this process is done, wait (at most ``wait`` s; by default the
