@@ -1,9 +1,9 @@
 """Committing a checkpoint: process 0 waits for every part, and the input log reopens cleanly.
 
-* Only process 0 waits before the manifest: the others send word that their part is written
-  and go on.  A process whose part is slow to write must still be waited for: the manifest of a
-  checkpoint is never written before every part is there (the run below would fail and restart
-  if process 0 committed early, since the manifest lists every part's hash).
+* Only process 0 waits before the commit record: the others send word that their part is
+  written (and where) and go on.  A process whose part is slow to write must still be waited
+  for: the commit of a checkpoint is never written before every part is there (it names where
+  each part is, with its MAC).
 * The input log knows the segments already on disk when a run reopens it: a logged epoch is
   replayed, and new epochs go to a new segment after the existing ones (never appended to an
   old one), all readable afterwards.
@@ -26,7 +26,9 @@ import naiad
 import stages
 from naiad.recovery.logs import CheckpointWarning, EpochLog
 from naiad.recovery.marks import LINE, MarkFile, read_count
-from naiad.recovery.store import CheckpointStore
+from naiad.recovery.directory import directory_key
+from naiad.recovery.journal import COMMIT, journal_files, read_record, scan
+from naiad.recovery.store import CheckpointStore, list_checkpoints
 from samples.wordcount_vertex import RunningTotal, count_words
 from samples.wordcount_vertex import words as words_of
 
@@ -65,7 +67,7 @@ def test_process_0_commits_only_once_every_part_is_written(tmp_path):
 
             def slow_write_part(epoch, *args):
                 time.sleep(0.3)          # a slow disk, in process 1 only
-                if (store.ckpt_dir(epoch) / "MANIFEST.json").exists():
+                if epoch in list_checkpoints(store.root):
                     early.append(epoch)
                 return write_part(epoch, *args)
             store.write_part = slow_write_part
@@ -82,12 +84,14 @@ def test_process_0_commits_only_once_every_part_is_written(tmp_path):
     merged = {e: sorted(r for results, _ in parts for r in results.get(e, []))
               for e in range(len(epochs))}
     assert merged == oracle(epochs)
-    committed = sorted(int(d.name[5:]) for d in ckpt.glob("ckpt-*")
-                       if (d / "MANIFEST.json").exists())
-    assert committed == [3, 6, 9]
-    for boundary in committed:
-        manifest = json.loads((ckpt / f"ckpt-{boundary:09d}" / "MANIFEST.json").read_bytes())
-        assert sorted(manifest["parts"]) == ["0", "1"]
+    assert list_checkpoints(ckpt) == [3, 6, 9]
+    for path in journal_files(ckpt / "journal", "commits"):
+        for rec in scan(path):
+            manifest = json.loads(read_record(path, rec.offset, directory_key(ckpt), COMMIT,
+                                              rec.epoch))
+            assert sorted(manifest["parts"]) == ["0", "1"]
+            assert all((ckpt / "journal" / where["file"]).exists()
+                       for where in manifest["parts"].values())
 
 
 def test_a_reopened_input_log_replays_and_appends_after_its_segments(tmp_path):

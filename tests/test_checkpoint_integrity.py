@@ -1,8 +1,9 @@
 """What recovery unpickles is authenticated; what it cannot use is refused with a clear error.
 
-Attacks and damage go through the real files of a real checkpoint directory: forged log records
-and manifests (HMAC-checked with the directory's key before anything is unpickled), a manifest
-that is not an object, collected outputs lost to damage, a different layout, an earlier format.
+Attacks and damage go through the real files of a real checkpoint directory: forged log records,
+commit records and parts (HMAC-checked with the directory's key before anything is unpickled), a
+commit that is not an object, collected outputs lost to damage, a different layout, earlier
+formats.
 """
 
 import hashlib
@@ -16,6 +17,9 @@ from pathlib import Path
 import pytest
 
 import naiad
+from naiad.recovery.directory import directory_key
+from naiad.recovery.journal import (COMMIT, HEADER_SIZE, PART, JournalWriter, journal_files,
+                                    read_record, scan)
 from naiad.recovery.store import CheckpointWarning
 from naiad.recovery.logs import MAGIC
 
@@ -71,26 +75,65 @@ def test_a_forged_input_log_record_is_never_unpickled(tmp_path):
     assert any("fails its HMAC" in str(w.message) for w in caught)
 
 
-def test_a_forged_manifest_is_refused_and_the_previous_checkpoint_used(tmp_path):
+def _newest_commit(ckpt: Path):
+    """The path, record and JSON of the newest commit record."""
+    path, rec = [(p, r) for p in journal_files(ckpt / "journal", "commits") for r in scan(p)
+                 if r.kind == COMMIT][-1]
+    data = read_record(path, rec.offset, directory_key(ckpt), COMMIT, rec.epoch)
+    return path, rec, json.loads(data)
+
+
+def test_a_forged_commit_is_refused_and_the_previous_checkpoint_used(tmp_path):
+    """A commit record for a later epoch, well formed but with a made-up MAC (the forger has
+    no key), appended to the commit journal."""
     ckpt = tmp_path / "ckpt"
     _first_run(ckpt)
-    newest = sorted(ckpt.glob("ckpt-*"))[-1] / "MANIFEST.json"
-    manifest = json.loads(newest.read_text())
+    path, _, manifest = _newest_commit(ckpt)
     manifest["epoch"] = 99
-    body = {k: v for k, v in manifest.items() if k != "hmac"}
-    manifest["hmac"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    newest.write_text(json.dumps(manifest))
-    with pytest.warns(CheckpointWarning, match="MANIFEST.json fails its HMAC"):
+    payload = json.dumps(manifest).encode()
+    with open(path, "ab") as f:
+        f.write(struct.pack("<BqQ32s", COMMIT, 99, len(payload), hashlib.sha256(payload).digest())
+                + payload)
+    with pytest.warns(CheckpointWarning, match=f"{path.name} at epoch 99 .*fails its HMAC"):
         result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
     assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
 
 
-@pytest.mark.parametrize("content", ["[]", "null", "42", '"text"'])
-def test_a_manifest_that_is_not_an_object_is_damage_not_a_crash(tmp_path, content):
+def test_a_forged_part_is_never_unpickled(tmp_path):
+    """The newest part replaced in place (same offset and length) by one whose states are a
+    pickle that runs code, with a made-up MAC: the commit names the part's MAC and the MAC
+    needs the key, so it is refused before anything is unpickled."""
     ckpt = tmp_path / "ckpt"
     _first_run(ckpt)
-    (sorted(ckpt.glob("ckpt-*"))[-1] / "MANIFEST.json").write_text(content)
-    with pytest.warns(CheckpointWarning, match="cannot be read"):
+    _, _, manifest = _newest_commit(ckpt)
+    where = manifest["parts"]["0"]
+    part = ckpt / "journal" / where["file"]
+    marker = tmp_path / "owned"
+    data = bytearray(part.read_bytes())
+    start = where["offset"] + HEADER_SIZE
+    old = bytes(data[start:start + where["length"]])
+    (n,) = struct.unpack_from("<I", old)
+    forged = old[:4 + n] + pickle.dumps({0: _Exploit(str(marker))})
+    forged = forged[:where["length"]].ljust(where["length"], b".")
+    data[where["offset"]:start + where["length"]] = struct.pack(
+        "<BqQ32s", PART, manifest["epoch"], len(forged), hashlib.sha256(forged).digest()) + forged
+    part.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match=f"{part.name} at epoch {manifest['epoch']}"):
+        result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    assert not marker.exists()
+    assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
+
+
+@pytest.mark.parametrize("content", ["[]", "null", "42", '"text"', "{", '{"parts": 7}'])
+def test_a_commit_that_is_not_an_object_is_damage_not_a_crash(tmp_path, content):
+    """Authenticated (written with the key, as a bug might) but not a commit: a warning, the
+    previous checkpoint is used, no TypeError or KeyError escapes."""
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    writer = JournalWriter(ckpt / "journal", "commits", directory_key(ckpt))
+    writer.append(COMMIT, 99, content.encode())
+    writer.close()
+    with pytest.warns(CheckpointWarning, match="at epoch 99"):
         result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
     assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
 
@@ -122,15 +165,29 @@ def test_resuming_with_another_layout_is_refused_naming_both(tmp_path):
 
 
 def test_a_checkpoint_of_format_version_1_is_refused_naming_the_version(tmp_path):
+    """A checkpoint directory newer than every journalled checkpoint, as the release before
+    format version 2 wrote it (no format field, a bare sha256 of the content)."""
     ckpt = tmp_path / "ckpt"
     _first_run(ckpt)
-    for manifest_path in ckpt.glob("ckpt-*/MANIFEST.json"):
-        manifest = json.loads(manifest_path.read_text())
-        # What the earlier release wrote: no format field, a bare sha256 of the content.
-        body = {k: v for k, v in manifest.items() if k not in ("hmac", "format", "workers")}
-        body["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        manifest_path.write_text(json.dumps(body))
+    old = ckpt / "ckpt-000000006"
+    old.mkdir(mode=0o700)
+    body = {"epoch": 6, "processes": 1, "fingerprint": "f", "parts": {}}
+    body["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    (old / "MANIFEST.json").write_text(json.dumps(body))
     with pytest.raises(naiad.LogFormatError, match="format version 1"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+
+
+def test_a_journalled_checkpoint_of_an_unknown_format_is_refused_naming_it(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    _, _, manifest = _newest_commit(ckpt)
+    manifest["format"], manifest["epoch"] = 7, 99
+    writer = JournalWriter(ckpt / "journal", "commits", directory_key(ckpt))
+    writer.append(COMMIT, 99, json.dumps(manifest).encode())
+    writer.close()
+    with pytest.raises(naiad.LogFormatError, match="format version 7"):
         naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
                       max_restarts=3)
 

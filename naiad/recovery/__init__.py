@@ -6,7 +6,10 @@ module                                 what it owns
 :mod:`naiad.recovery.snapshot`         a vertex state in a checkpoint: the versioned container
 :mod:`naiad.recovery.directory`        the checkpoint directory: private, locked, its HMAC key
 :mod:`naiad.recovery.logs`             append-only epoch logs (inputs, collected outputs)
-:mod:`naiad.recovery.store`            checkpoint files and manifests: write, commit, find latest
+:mod:`naiad.recovery.journal`          append-only checkpoint journals: records with an HMAC
+:mod:`naiad.recovery.restored`         what a process resumes from; the layout checks
+:mod:`naiad.recovery.legacy`           checkpoint directories of earlier releases, read
+:mod:`naiad.recovery.store`            checkpoints: write parts, commit, prune, find the latest
 :mod:`naiad.recovery.committer`        the thread that makes a checkpoint durable
 :mod:`naiad.recovery.coordinator`      when and how a consistent checkpoint is cut
 :mod:`naiad.recovery.restart`          the supervisor loop: restart from the last checkpoint

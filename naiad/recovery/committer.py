@@ -2,10 +2,10 @@
 
 A checkpoint has a short part that must stop the dataflow — every worker quiescent at the
 boundary, its vertex states pickled in memory, and the processes agreed on the next boundary —
-and a long part that need not: sealing the logs, writing and fsyncing the state files, waiting
-until every process has written its part, and process 0 committing the manifest.  The
+and a long part that need not: sealing the logs, appending and fsyncing the process's part, waiting
+until every process has written its part, and process 0 appending the commit record.  The
 :class:`Committer` runs the long part in order, one checkpoint at a time, while the inputs feed
-the next epochs.  A checkpoint is durable once its manifest is; until then recovery uses the
+the next epochs.  A checkpoint is durable once its commit record is; until then recovery uses the
 previous one (whose input logs are kept until the next commit).  A failure in the background
 fails the computation.
 

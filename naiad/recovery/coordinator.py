@@ -9,7 +9,7 @@ them, with its pending notifications, to the :class:`Coordinator` (a worker hand
 else in between, so no message of a later epoch can reach a vertex before it is pickled).  When
 every process has arrived and this one's snapshots are in, the inputs go on.  Waiting
 until the subscribers have handed out the epochs before the boundary, writing the states, and
-committing the manifest once every process has written its part (process 0 waits for the
+appending the commit record once every process has written its part (process 0 waits for the
 others' word; they do not wait for each other) happen behind, in the
 :class:`~naiad.recovery.committer.Committer`'s thread.
 """
@@ -146,7 +146,8 @@ class Coordinator:
             self._cv.notify_all()
 
     def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
-        """In the committer's thread: this process's part, every part, then the manifest."""
+        """In the committer's thread: this process's part, every part, then the commit record;
+        then what the newest ``keep`` checkpoints no longer need is pruned."""
         comp, store = self.comp, self.store
         cpu0 = _time.thread_time()
         for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits

@@ -278,6 +278,9 @@ class CheckpointStore:
             manifest = json.loads(data)
             if not isinstance(manifest, dict):
                 raise JournalDamage(f"holds a JSON {type(manifest).__name__}, not an object")
+            if not isinstance(manifest.get("format"), int) or \
+                    not isinstance(manifest.get("parts"), dict):
+                raise JournalDamage("holds no format version or no parts")
         except (JournalDamage, ValueError) as exc:
             self._warn(path, f"(its commit record) {exc}", epoch)
             return None
