@@ -225,15 +225,14 @@ class CheckpointStore:
                   if high < below and p != self._parts.path]
         for path in doomed:
             del self._part_epochs[path]
+        highest: Dict[Path, int] = {}           # commit file -> its newest commit
+        for e, (p, _) in self._commits.items():
+            highest[p] = max(highest.get(p, e), e)
+        for e in [e for e in self._commits if e < below]:
+            del self._commits[e]                # kept: only what the next prune needs
         if self._commit_log is not None:
-            files: Dict[Path, List[int]] = {}
-            for e, (p, _) in self._commits.items():
-                files.setdefault(p, []).append(e)
-            for path, epochs in files.items():
-                if max(epochs) < below and path != self._commit_log.path:
-                    doomed.append(path)
-                    for e in epochs:
-                        del self._commits[e]
+            doomed.extend(p for p, high in highest.items()
+                          if high < below and p != self._commit_log.path)
             if self._legacy_dirs:
                 doomed.extend(self.ckpt_dir(e) for e in self._legacy_dirs if e < below)
                 self._legacy_dirs = [e for e in self._legacy_dirs if e >= below]
