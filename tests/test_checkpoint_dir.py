@@ -88,3 +88,19 @@ def test_errors_of_the_program_itself_are_not_retried(tmp_path):
         naiad.execute(bad, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=1,
                       max_restarts=3)
     assert starts.read_text().count("start") == 1
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_run_leaves_no_file_of_the_directory_open(tmp_path):
+    """Every log, mark, journal and the lock are closed when the run returns (not when the
+    garbage collector gets to the store): checked with the collector off."""
+    import gc
+    root = (tmp_path / "ckpt").resolve()
+    gc.disable()
+    try:
+        naiad.execute(program(9), checkpoint_dir=str(root), checkpoint_every=2)
+        held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                if os.path.exists(f"/proc/self/fd/{fd}")]
+    finally:
+        gc.enable()
+    assert not [p for p in held if p.startswith(str(root))], held

@@ -392,6 +392,9 @@ class CheckpointStore:
         for marks in self._marks.values():
             marks.close()
         self._marks.clear()
+        self._parts.close()
+        if self._commit_log is not None:
+            self._commit_log.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)           # releases the lock
             self._lock_fd = None
