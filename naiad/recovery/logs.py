@@ -49,12 +49,32 @@ class OutputLost(NaiadError):
 
 
 _RECORD = struct.Struct("<qQ32s")   # epoch, payload length, HMAC-SHA256
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
-def _mac(key: bytes, epoch: int, payload: bytes) -> bytes:
-    h = hmac.new(key, struct.pack("<qQ", epoch, len(payload)), hashlib.sha256)
-    h.update(payload)
-    return h.digest()
+_HEAD = struct.Struct("<qQ")          # what the HMAC covers before the payload
+_BLOCK = hashlib.sha256().block_size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+class _Mac:
+    """HMAC-SHA256 (RFC 2104) of ``<epoch><length><payload>``, the key's inner and outer hash
+    states computed once: a record costs two copies of them and the hashing of its bytes (the
+    same digest as ``hmac.new(key, head + payload, hashlib.sha256)``)."""
+
+    def __init__(self, key: bytes):
+        block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(block.translate(_IPAD))
+        self._outer = hashlib.sha256(block.translate(_OPAD))
+
+    def __call__(self, epoch: int, payload: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(_HEAD.pack(epoch, len(payload)))
+        inner.update(payload)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
 
 
 class EpochLog:
@@ -77,8 +97,9 @@ class EpochLog:
     def __init__(self, directory: Path, key: bytes, deferred: bool = False):
         self.dir = directory
         self.key = key
+        self._mac = _Mac(key)
         self.deferred = deferred
-        self._pending: List[bytes] = []       # appended, not yet written (deferred logs only)
+        self._pending: List[bytes] = []       # headers and payloads appended, not yet written
         self._lock = threading.Lock()
         self._index: Optional[Dict[int, Tuple[Path, int, int, bytes]]] = None
         self._ranges: Dict[Path, Tuple[int, int]] = {}
@@ -132,10 +153,11 @@ class EpochLog:
         return offset
 
     def append(self, epoch: int, payload: bytes) -> None:
-        """Log ``payload`` for ``epoch``: one write system call (the segment is opened, and
-        its header written with the first record, after a :meth:`rotate`)."""
-        crc = _mac(self.key, epoch, payload)
-        record = _RECORD.pack(epoch, len(payload), crc) + payload
+        """Log ``payload`` for ``epoch``: one write system call, or none for a deferred log
+        (the segment is opened, and its header written with the first record, after a
+        :meth:`rotate`).  The payload is not copied: its header and it are written together."""
+        mac = self._mac(epoch, payload)
+        head = _RECORD.pack(epoch, len(payload), mac)
         with self._lock:
             index = self._load()
             if self._file is None:
@@ -145,31 +167,38 @@ class EpochLog:
                 self._path = self.dir / f"{seq:09d}.log"
                 self._file = open_private(self._path)
                 self._end = 0
-                record = MAGIC + record
+                head = MAGIC + head
             path = self._path
-            if self.deferred:
-                self._pending.append(record)
-            else:
-                self._write(record)
-            self._end += len(record)
-            index[epoch] = (path, self._end - len(payload), len(payload), crc)
+            self._pending += (head, payload)
+            if not self.deferred:
+                self._write_pending()
+            self._end += len(head) + len(payload)
+            index[epoch] = (path, self._end - len(payload), len(payload), mac)
             if epoch > self.high:
                 self.high = epoch
             low, high = self._ranges.get(path, (epoch, epoch))
             self._ranges[path] = (min(low, epoch), max(high, epoch))
 
-    def _write(self, data: bytes) -> None:
-        """One system call (the lock is held): each one lets a busy worker thread take the GIL,
-        and getting it back can take a switch interval (5 ms)."""
-        written = self._file.write(data)
-        while written < len(data):       # pragma: no cover - short writes are rare
-            written += self._file.write(data[written:])
-
     def _write_pending(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
-            self._pending = []
-            self._write(data)
+        """Write the pending headers and payloads in order, with one ``writev`` system call
+        (the lock is held; more only for a short write, or beyond ``IOV_MAX`` pieces).  Each
+        system call lets another thread take the GIL, and getting it back from a busy worker
+        can take a switch interval (5 ms): hence one per burst of epochs, not one per epoch."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        fd = self._file.fileno()
+        while pending:
+            chunk = pending[:_IOV_MAX]
+            written = os.writev(fd, chunk)
+            if written == sum(map(len, chunk)):
+                del pending[:_IOV_MAX]
+                continue
+            rest = b"".join(pending)[written:]      # pragma: no cover - short writes are rare
+            while rest:                             # pragma: no cover
+                rest = rest[os.write(fd, rest):]
+            return
 
     def flush(self) -> None:
         """Write the records appended and not yet written (a deferred log), in one system call."""
@@ -194,8 +223,7 @@ class EpochLog:
             with open(path, "rb") as f:
                 f.seek(offset)
                 payload = f.read(length)
-            if len(payload) != length or not hmac.compare_digest(
-                    _mac(self.key, epoch, payload), crc):
+            if len(payload) != length or not hmac.compare_digest(self._mac(epoch, payload), crc):
                 msg = "fails its HMAC: damaged, or not written with this directory's key"
                 raise ValueError(msg)
             return True, pickle.loads(payload)
