@@ -53,28 +53,20 @@ _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
 _HEAD = struct.Struct("<qQ")          # what the HMAC covers before the payload
-_BLOCK = hashlib.sha256().block_size
-_IPAD = bytes(x ^ 0x36 for x in range(256))
-_OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
 class _Mac:
-    """HMAC-SHA256 (RFC 2104) of ``<epoch><length><payload>``, the key's inner and outer hash
-    states computed once: a record costs two copies of them and the hashing of its bytes (the
-    same digest as ``hmac.new(key, head + payload, hashlib.sha256)``)."""
+    """HMAC-SHA256 of ``<epoch><length><payload>``: the keyed state is made once and copied
+    per record (``hmac.HMAC.copy``), instead of hashing the key again for every record."""
 
     def __init__(self, key: bytes):
-        block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK, b"\0")
-        self._inner = hashlib.sha256(block.translate(_IPAD))
-        self._outer = hashlib.sha256(block.translate(_OPAD))
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
 
     def __call__(self, epoch: int, payload: bytes) -> bytes:
-        inner = self._inner.copy()
-        inner.update(_HEAD.pack(epoch, len(payload)))
-        inner.update(payload)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.digest()
+        h = self._keyed.copy()
+        h.update(_HEAD.pack(epoch, len(payload)))
+        h.update(payload)
+        return h.digest()
 
 
 class EpochLog:
