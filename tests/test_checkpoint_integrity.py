@@ -281,3 +281,17 @@ def test_a_damaged_delivery_mark_never_skips_an_epoch(tmp_path):
     delivered = [int(x) for x in seen.read_text().split()]
     assert set(delivered) == set(range(len(EPOCHS)))     # nothing skipped
     assert delivered[:len(first)] == first
+
+
+def test_a_commit_journal_with_a_damaged_header_is_named_and_the_run_starts_over(tmp_path):
+    """Every checkpoint of that journal is lost: the run starts from the beginning (no state
+    restored), with a warning naming the file, and still delivers the right results."""
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    [commits] = journal_files(ckpt / "journal", "commits")
+    data = bytearray(commits.read_bytes())
+    data[3] ^= 0xFF                                     # inside NAIADJ03
+    commits.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match=f"{commits.name} cannot be read"):
+        result = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    assert result[0] == {e: sorted(r) for e, r in enumerate(EPOCHS)}
