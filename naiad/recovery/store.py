@@ -161,7 +161,7 @@ class CheckpointStore:
 
     def commit(self, epoch: int, fingerprint: str, parts: Dict[int, Dict[str, Any]]) -> None:
         """Process 0, once every process's part is durable (``parts``: where each is): append
-        the commit record, then prune old checkpoints."""
+        the commit record (fsynced on return)."""
         fault_point(self.root, "checkpoint-commit", epoch, self.process)
         assert self._commit_log is not None, "only process 0 commits"
         manifest = {"format": FORMAT, "epoch": epoch, "processes": self.processes,
@@ -182,6 +182,9 @@ class CheckpointStore:
                 continue                  # unreadable: warned about once
             try:
                 records = scan(path, start)
+            except FileNotFoundError:
+                self._scanned.pop(path, None)     # pruned by process 0 meanwhile
+                continue
             except (OSError, JournalDamage) as exc:
                 self._warn(path, f"cannot be read ({exc})")
                 self._scanned[path] = -1
