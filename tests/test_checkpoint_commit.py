@@ -185,3 +185,30 @@ def test_delivery_marks_survive_a_kill_and_a_torn_line(tmp_path):
     legacy = tmp_path / "legacy.delivered"        # one line per delivery, an earlier release
     legacy.write_text("".join(f"{n} {zlib.crc32(str(n).encode()):08x}\n" for n in counts))
     assert read_count(legacy) == counts[-1]
+
+
+def test_a_commit_journal_pruned_while_another_process_looks_is_no_damage(tmp_path, monkeypatch):
+    """Process 0 deletes an old commit journal between another process's listing of the
+    journal directory and its read of that file: not a damaged file, no warning."""
+    import warnings
+    from naiad.recovery import store as store_module
+    from naiad.recovery.journal import JournalWriter
+    root = tmp_path / "ckpt"
+    other = CheckpointStore(root, 1, 2)
+    writer = JournalWriter(root / "journal", "commits", other.key)
+    writer.append(COMMIT, 4, b"{}")
+    writer.close()
+    [present] = journal_files(root / "journal", "commits")
+    gone = present.with_name("commits-000000000.jnl.gone")
+    listing = store_module.journal_files
+
+    def listed_then_pruned(directory, prefix):
+        paths = listing(directory, prefix)
+        if prefix == "commits":
+            paths.insert(0, gone)        # listed, then deleted before it is read
+        return paths
+    monkeypatch.setattr(store_module, "journal_files", listed_then_pruned)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)
+        assert other.committed() == [4]
+    other.close()
