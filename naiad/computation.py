@@ -253,10 +253,12 @@ class Computation:
         if self.coordinator is not None:
             self.coordinator.on_quiescent(worker, epoch)
 
-    def on_snapshot(self, worker, epoch: int, states, notifications) -> None:
-        """A worker's vertex states at a checkpoint boundary (from the worker shell)."""
+    def on_snapshot(self, worker, epoch: int, states, notifications,
+                    seconds: float = 0.0) -> None:
+        """A worker's vertex states at a checkpoint boundary, pickled in ``seconds`` (from the
+        worker shell)."""
         if self.coordinator is not None:
-            self.coordinator.on_snapshot(worker, epoch, states, notifications)
+            self.coordinator.on_snapshot(worker, epoch, states, notifications, seconds)
 
     def meter_for(self, worker: int) -> Optional[Meter]:
         """The meter of a worker of this process (None when neither trace nor monitor is on)."""

@@ -120,8 +120,10 @@ class Worker:
                         # Quiescent: the processes can start agreeing that every worker is,
                         # while this one pickles its vertices (nothing runs in between).
                         self.comp.on_quiescent(self, action[1])
+                        began = _time.perf_counter()
                         states, notifications = state.snapshot(action[1])
-                        self.comp.on_snapshot(self, action[1], states, notifications)
+                        self.comp.on_snapshot(self, action[1], states, notifications,
+                                              _time.perf_counter() - began)
                 actions.clear()
             if state.frontier_moved:
                 state.frontier_moved = False

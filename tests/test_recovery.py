@@ -852,3 +852,39 @@ def test_epochs_delivered_before_a_restart_do_not_hold_the_inputs_back(tmp_path)
                   max_epochs_in_flight=1)
     lines = seen.read_text().split("\n")[:-1]
     assert lines == [f"{e} {3 * e}" for e in range(12)]
+
+
+class SlowToSave(naiad.Vertex):
+    """Passes records on; its checkpoint() takes 50 ms (a large state to pickle)."""
+
+    def on_recv_batch(self, edge, messages, time):
+        self.send_batch_by(0, messages, time)
+
+    def checkpoint(self):
+        time.sleep(0.05)
+        return None
+
+    def restore(self, state):
+        pass
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_checkpoint_stats_say_how_long_the_workers_pickled(tmp_path, workers):
+    def program(comp):
+        inp = comp.new_input(name="numbers")
+        got = stages.unary(inp.stream, SlowToSave, name="slow").collect()
+        comp.activate()
+        for e in range(7):
+            inp.on_next(list(range(e, e + 4)))
+        inp.on_completed()
+        comp.join(timeout=60)
+        return got.results, list(comp.checkpoint_stats)
+
+    [(results, stats)] = naiad.execute(program, workers=workers,
+                                       checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+    assert {e: sorted(r) for e, r in results.items()} == {e: list(range(e, e + 4))
+                                                          for e in range(7)}
+    assert [s["epoch"] for s in stats] == [3, 6]
+    for s in stats:
+        assert 0.05 <= s["snapshot_s"] <= s["quiesce_s"] <= s["total_s"], s

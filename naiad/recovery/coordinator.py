@@ -140,9 +140,10 @@ class Coordinator:
         if last:
             self.comp.fabric.arrive(f"checkpoint-{epoch}", self._propose_next(epoch))
 
-    def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any) -> None:
+    def on_snapshot(self, worker: Any, epoch: int, states: Any, notifications: Any,
+                    seconds: float = 0.0) -> None:
         with self._cv:
-            self._snapshots[worker.index] = (states, notifications)
+            self._snapshots[worker.index] = (states, notifications, seconds)
             self._cv.notify_all()
 
     def _write(self, epoch: int, snaps: dict, t0: float, t1: float) -> None:
@@ -152,8 +153,8 @@ class Coordinator:
         cpu0 = _time.thread_time()
         for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
             sub.wait_delivered(epoch, self.bound)
-        states = {w: st for w, (st, _) in snaps.items()}
-        notifications = [n for _, (_, ns) in snaps.items() for n in ns]
+        states = {w: st for w, (st, _, _) in snaps.items()}
+        notifications = [n for _, (_, ns, _) in snaps.items() for n in ns]
         open_inputs: Dict[int, int] = {}
         for st in states.values():
             for sid, e in st["__naiad__"]["inputs"].items():
@@ -165,6 +166,7 @@ class Coordinator:
             store.commit(epoch, fingerprint, {**parts, 0: where})
         store.prune()
         self.stats.append({"epoch": epoch, "bytes": size, "quiesce_s": t1 - t0,
+                           "snapshot_s": max((s for _, _, s in snaps.values()), default=0.0),
                            "total_s": _time.monotonic() - t0,
                            "write_cpu_s": _time.thread_time() - cpu0})
         if comp.observer is not None:
