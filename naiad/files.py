@@ -5,18 +5,14 @@
 >>> write_atomic(path, b"v1")
 >>> path.read_bytes(), oct(stat.S_IMODE(path.stat().st_mode))
 (b'v1', '0o600')
->>> write_files(str(path.parent / "ckpt"), {"a.bin": b"1", "b.bin": b"2"})
->>> sorted(p.name for p in (path.parent / "ckpt").iterdir())
-['a.bin', 'b.bin']
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict
 
-__all__ = ["write_atomic", "write_files", "sync_dir", "open_private"]
+__all__ = ["write_atomic", "sync_dir", "open_private"]
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
@@ -44,36 +40,6 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         _fsync_dir(path.parent)
-
-
-def write_files(directory: str, files: Dict[str, bytes], sync_dir: bool = True) -> None:
-    """Write each ``name -> data`` of ``files`` into ``directory`` durably, with as few system
-    calls as that allows: each file through a temporary name, fsynced before the rename that
-    installs it, then the directory fsynced once for all the renames (unless ``sync_dir`` is
-    false: then the caller fsyncs it later, see :func:`sync_dir`).  A directory created here
-    is made durable in its parent first.  (``write_atomic`` per file would fsync the directory
-    once per file.)"""
-    try:
-        os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
-    else:
-        _fsync_dir(Path(os.path.dirname(directory) or "."))
-    suffix = f".tmp{os.getpid()}"
-    for name, data in files.items():
-        final = os.path.join(directory, name)
-        tmp = os.path.join(directory, f".{name}{suffix}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-    if sync_dir:
-        _fsync_dir(Path(directory))
 
 
 def sync_dir(directory: str | os.PathLike) -> None:
