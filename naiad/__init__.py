@@ -17,6 +17,7 @@ from naiad.errors import (ComputationFailed, GraphError, NaiadError, ProgressVio
                           RemoteFailure, TimeViolation, VertexError)
 from naiad.partition import Exchange, Pipeline, key_hash
 from naiad.vertex import Vertex
+from naiad.state import KeyedState
 from naiad.graph import Stream
 from naiad.computation import Computation
 from naiad.loops import LoopContext
@@ -29,6 +30,7 @@ from naiad.recovery.restart import RecoveryFailed
 __all__ = [
     "Timestamp",
     "Vertex",
+    "KeyedState",
     "Stream",
     "Computation",
     "LoopContext",

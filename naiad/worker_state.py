@@ -474,7 +474,7 @@ class WorkerState:
         for st, v in zip(self.stages, self.vertices):
             v._now = None
             try:
-                states[st.id] = snapshot.encode(v.checkpoint())
+                states[st.id] = snapshot.encode(v.checkpoint(), epoch)
             except Exception as exc:
                 self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
         states["__naiad__"] = {"inputs": dict(self.input_epoch)}

@@ -80,7 +80,7 @@ class RunningTotal(naiad.Vertex):
 
     def __init__(self) -> None:
         super().__init__()
-        self.totals: Dict[str, int] = {}
+        self.totals: Dict[str, int] = naiad.KeyedState()   # checkpoints hold what changed
         self.pending: Dict[naiad.Timestamp, Dict[str, int]] = {}
 
     def on_recv_batch(self, edge, messages, time):
@@ -92,11 +92,10 @@ class RunningTotal(naiad.Vertex):
             pending[word] = pending.get(word, 0) + n
 
     def on_notify(self, time):
-        counts = self.pending.pop(time)
-        totals = self.totals
-        for word, n in counts.items():
-            totals[word] = totals.get(word, 0) + n
-        self.send_batch_by(0, [(w, totals[w]) for w in counts], time)
+        get = self.totals.get
+        new = {word: get(word, 0) + n for word, n in self.pending.pop(time).items()}
+        self.totals.update(new)            # one batch of changed keys
+        self.send_batch_by(0, list(new.items()), time)
 
 
 def count_words(comp: naiad.Computation, lines: naiad.Stream) -> naiad.Stream:

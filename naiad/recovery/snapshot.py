@@ -1,42 +1,174 @@
 """A vertex state in a checkpoint: a plain, versioned container of the pickled state.
 
-A worker's checkpoint file maps each stage id to ``{"format": 1, "state": <bytes>}``, where the
-bytes are ``pickle.dumps(vertex.checkpoint(), protocol=5)`` (cloudpickle when plain pickle
-cannot, for instance for a lambda in the state).  The state is pickled when the snapshot is
-taken, so later mutation by the vertex cannot leak into the file, and the container holds only
-built-in types, so a checkpoint never names a function of naiad's own modules.
+A worker's checkpoint file maps each stage id to a container holding only built-in types, so a
+checkpoint never names a function of naiad's own modules:
 
-Files written before the container existed pickled each state as a call of
+* ``{"format": 1, "state": <bytes>}``, where the bytes are ``pickle.dumps(vertex.checkpoint(),
+  protocol=5)`` (cloudpickle when plain pickle cannot, for instance for a lambda in the state);
+* ``{"format": 2, "state": <bytes>, "tables": [<record>, ...]}`` when the state holds
+  :class:`~naiad.state.KeyedState` tables: the state's pickle refers to each table by its
+  position, and each record holds the table in full or as a delta on the checkpoint before
+  (``id``, ``epoch``, ``base``: the checkpoint of the last full copy, ``prev``: None for a full
+  copy, else the checkpoint the delta applies to, and ``data``: the pickled items, or the
+  pickled ``(items written, keys deleted)``).  :func:`resolve_chains` attaches to each delta
+  the data of the records it builds on, read from the older checkpoints, before
+  :func:`decode`.
+
+The state is pickled when the snapshot is taken, so later mutation by the vertex cannot leak
+into the file.  Files written before the container existed pickled each state as a call of
 ``naiad.worker._unpickled(bytes)``; :func:`load_states` reads them (as format 1) without that
 function having to exist.
 
->>> decode(encode({"a": [1, 2]}), "count")
+>>> decode(encode({"a": [1, 2]}, 10), "count")
 {'a': [1, 2]}
+>>> from naiad.state import KeyedState
+>>> t = KeyedState(a=1)
+>>> full = encode({"t": t}, 10)                  # the first time: in full
+>>> t["b"] = 2
+>>> delta = encode({"t": t}, 20)                 # then only what changed
+>>> [r["prev"] for r in full["tables"] + delta["tables"]]
+[None, 10]
+>>> resolve_chains({0: {5: delta}}, lambda epoch: {0: {5: full}})
+>>> decode(delta, "count")
+{'t': KeyedState({'a': 1, 'b': 2})}
 """
 
 from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Dict
-
+from itertools import filterfalse
+from typing import Any, Callable, Dict, List
 
 from naiad.errors import NaiadError
+from naiad.state import MAX_DELTAS, Chain, KeyedState, capture, new_id
 
-__all__ = ["FORMAT", "encode", "decode", "load_states"]
+__all__ = ["FORMAT", "TABLES", "encode", "decode", "load_states", "resolve_chains", "base_of",
+           "ChainBroken"]
 
 FORMAT = 1
-"""Version of the vertex-state container (documented in docs/recovery.md)."""
+"""Version of the vertex-state container without tables (documented in docs/recovery.md)."""
+TABLES = 2
+"""Version of the container whose state holds KeyedState tables."""
 
 
-def encode(state: Any) -> Dict[str, Any]:
-    """``state`` pickled now, in the versioned container."""
+class ChainBroken(NaiadError):
+    """A delta of a table names an older checkpoint that does not hold what it builds on."""
+
+
+def _dumps(obj: Any) -> bytes:
     try:
-        data = pickle.dumps(state, protocol=5)
+        return pickle.dumps(obj, protocol=5)
     except Exception:
         import cloudpickle      # classes of __main__, lambdas: by value
-        data = cloudpickle.dumps(state)
-    return {"format": FORMAT, "state": data}
+        return cloudpickle.dumps(obj)
+
+
+def encode(state: Any, epoch: int) -> Dict[str, Any]:
+    """``state`` pickled now, in the versioned container; its KeyedState tables as records of
+    the checkpoint at ``epoch`` (deltas when they are chained)."""
+    with capture() as tables:
+        try:
+            data = pickle.dumps(state, protocol=5)
+        except Exception:
+            tables.clear()
+            import cloudpickle      # classes of __main__, lambdas: by value
+            data = cloudpickle.dumps(state)
+    if not tables:
+        return {"format": FORMAT, "state": data}
+    return {"format": TABLES, "state": data, "tables": [_record(t, epoch) for t in tables]}
+
+
+def _record(table: KeyedState, epoch: int) -> Dict[str, Any]:
+    """The table's record in the checkpoint at ``epoch``; the table starts a new delta."""
+    chain = table._chain
+    changed = table._changed
+    if chain is None or chain.epoch >= epoch or chain.deltas >= MAX_DELTAS or \
+            chain.changes + len(changed) > len(table):
+        tid = chain.id if chain is not None else new_id()
+        rec = {"id": tid, "epoch": epoch, "base": epoch, "prev": None,
+               "data": _dumps(dict(table))}
+        table._chain = Chain(tid, epoch, epoch, 0, 0)
+    else:
+        present = list(filter(table.__contains__, changed))     # C loops, no Python one
+        gone = list(filterfalse(table.__contains__, changed)) if len(present) < len(changed) \
+            else []
+        items = dict(zip(present, map(table.__getitem__, present)))
+        rec = {"id": chain.id, "epoch": epoch, "base": chain.base, "prev": chain.epoch,
+               "data": _dumps((items, gone))}
+        table._chain = Chain(chain.id, epoch, chain.base, chain.deltas + 1,
+                             chain.changes + len(changed))
+    table._changed = set()
+    return rec
+
+
+def base_of(container: Any, epoch: int) -> int:
+    """The oldest checkpoint that restoring ``container`` (of the checkpoint at ``epoch``)
+    reads: the last full copy of its oldest table chain."""
+    if isinstance(container, dict) and container.get("format") == TABLES:
+        return min([epoch] + [rec["base"] for rec in container["tables"]])
+    return epoch
+
+
+def resolve_chains(states: Dict[int, Dict[Any, Any]],
+                   older: Callable[[int], Dict[int, Dict[Any, Any]]]) -> None:
+    """Attach to every delta record of ``states`` (worker -> stage id -> container) the data
+    of the records it builds on, oldest (the full copy) first, as ``chain``; ``older(epoch)``
+    is this process's states at an older checkpoint.  :class:`ChainBroken` if one is not
+    there."""
+    for worker, stages_ in states.items():
+        for sid, container in stages_.items():
+            if not isinstance(container, dict) or container.get("format") != TABLES:
+                continue
+            for rec in container["tables"]:
+                chain: List[bytes] = []
+                r = rec
+                while r["prev"] is not None:
+                    prev = older(r["prev"]).get(worker, {}).get(sid)
+                    found = [x for x in (prev or {}).get("tables", ()) if x["id"] == r["id"]] \
+                        if isinstance(prev, dict) else []
+                    if not found:
+                        msg = (f"the delta of table {r['id']} (stage {sid}, worker {worker}) at "
+                               f"epoch {r['epoch']} builds on the checkpoint at epoch "
+                               f"{r['prev']}, which does not hold that table")
+                        raise ChainBroken(msg)
+                    r = found[0]
+                    chain.append(r["data"])
+                rec["chain"] = chain[::-1]
+
+
+class _TablesUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, tables: List[KeyedState]):
+        super().__init__(io.BytesIO(data))
+        self.tables = tables
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "naiad.state" and name == "_stored":
+            return self.tables.__getitem__
+        return super().find_class(module, name)
+
+
+def _table(rec: Dict[str, Any], stage: str) -> KeyedState:
+    """The table a record (and the chain resolve_chains attached) stands for."""
+    if rec["prev"] is None:
+        full, deltas = rec["data"], []
+    elif "chain" in rec and rec["chain"]:
+        full, deltas = rec["chain"][0], rec["chain"][1:] + [rec["data"]]
+    else:
+        msg = (f"stage {stage!r}: the delta of table {rec['id']} at epoch {rec['epoch']} came "
+               "without the checkpoints it builds on")
+        raise NaiadError(msg)
+    contents = pickle.loads(full)
+    changes = 0
+    for data in deltas:
+        items, gone = pickle.loads(data)
+        contents.update(items)
+        for k in gone:
+            contents.pop(k, None)
+        changes += len(items) + len(gone)
+    table = KeyedState(contents)
+    table._chain = Chain(rec["id"], rec["epoch"], rec["base"], len(deltas), changes)
+    return table
 
 
 def decode(container: Any, stage: str) -> Any:
@@ -45,11 +177,14 @@ def decode(container: Any, stage: str) -> Any:
         version = container.get("format")
         if version == FORMAT:
             return pickle.loads(container["state"])
+        if version == TABLES:
+            tables = [_table(rec, stage) for rec in container["tables"]]
+            return _TablesUnpickler(container["state"], tables).load()
         msg = (f"stage {stage!r}: the checkpoint holds its state in format version {version!r}; "
-               f"this release reads vertex-state format version {FORMAT}")
+               f"this release reads vertex-state format versions {FORMAT} and {TABLES}")
         raise NaiadError(msg)
     msg = (f"stage {stage!r}: the checkpoint holds its state as {type(container).__name__}, not "
-           f"a vertex-state container (format version {FORMAT})")
+           f"a vertex-state container (format version {FORMAT} or {TABLES})")
     raise NaiadError(msg)
 
 

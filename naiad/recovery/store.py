@@ -105,6 +105,7 @@ class CheckpointStore:
         self._commit_log = JournalWriter(self.journal, "commits", self.key) if process == 0 \
             else None
         self._commits: Dict[int, Tuple[Path, Record]] = {}    # epoch -> its commit record
+        self._bases: Dict[int, int] = {}      # epoch -> the oldest checkpoint restoring it reads
         self._scanned: Dict[Path, int] = {}                    # commit file -> bytes scanned
         self._part_epochs: Optional[Dict[Path, int]] = None    # own part file -> highest epoch
         self._legacy: List[int] = []          # committed checkpoint directories (format 2)
@@ -155,6 +156,8 @@ class CheckpointStore:
         payload = _META.pack(len(meta)) + meta + _dumps(worker_states)
         fault_point(self.root, "checkpoint-write", epoch, self.process)
         where = self._parts.append(PART, epoch, payload)
+        where["base"] = min([epoch] + [snapshot.base_of(c, epoch) for states in
+                                       worker_states.values() for c in states.values()])
         if self._part_epochs is not None:
             self._part_epochs[self.journal / where["file"]] = epoch
         return len(payload), where
@@ -164,9 +167,11 @@ class CheckpointStore:
         the commit record (fsynced on return)."""
         fault_point(self.root, "checkpoint-commit", epoch, self.process)
         assert self._commit_log is not None, "only process 0 commits"
+        base = min([epoch] + [int(where.get("base", epoch)) for where in parts.values()])
         manifest = {"format": FORMAT, "epoch": epoch, "processes": self.processes,
-                    "workers": self.workers, "fingerprint": fingerprint,
+                    "workers": self.workers, "fingerprint": fingerprint, "base": base,
                     "parts": {str(p): where for p, where in sorted(parts.items())}}
+        self._bases[epoch] = base
         data = json.dumps(manifest, sort_keys=True).encode()
         where = self._commit_log.append(COMMIT, epoch, data)
         path = self.journal / where["file"]
@@ -214,7 +219,8 @@ class CheckpointStore:
             committed = sorted(set(committed) | set(self._legacy))
         if len(committed) <= self.keep:
             return
-        below = committed[-self.keep]
+        oldest = committed[-self.keep]
+        below = min(oldest, self._base(oldest))   # its tables' deltas build on checkpoints back to
         if self._part_epochs is None:        # files of earlier runs: their parts, once
             self._part_epochs = {}
             for path in journal_files(self.journal, f"proc-{self.process}"):
@@ -233,6 +239,8 @@ class CheckpointStore:
             highest[p] = max(highest.get(p, e), e)
         for e in [e for e in self._commits if e < below]:
             del self._commits[e]                # kept: only what the next prune needs
+        for e in [e for e in self._bases if e < below]:
+            del self._bases[e]
         if self._commit_log is not None:
             doomed.extend(p for p, high in highest.items()
                           if high < below and p != self._commit_log.path)
@@ -248,7 +256,24 @@ class CheckpointStore:
                     path.unlink()
                 except OSError:
                     pass          # gone already; a file left behind is pruned by a later run
-        self.prune_inputs(below)
+        self.prune_inputs(oldest)
+
+    def _base(self, epoch: int) -> int:
+        """The oldest checkpoint that restoring the one at ``epoch`` reads (its commit record
+        says; read once)."""
+        base = self._bases.get(epoch)
+        if base is None:
+            base = epoch
+            entry = self._commits.get(epoch)
+            if entry is not None:
+                try:
+                    manifest = json.loads(read_record(entry[0], entry[1].offset, self.key,
+                                                      COMMIT, epoch, entry[1].length))
+                    base = min(epoch, int(manifest.get("base", epoch)))
+                except (OSError, JournalDamage, ValueError, TypeError, AttributeError):
+                    base = epoch
+            self._bases[epoch] = base
+        return base
 
     # ---- finding and loading ---------------------------------------------------------------------
     def latest(self, fingerprint: str) -> Optional[Restored]:
@@ -275,6 +300,51 @@ class CheckpointStore:
 
     def _load(self, epoch: int, path: Path, rec: Record, fingerprint: str) -> Optional[Restored]:
         """The journalled checkpoint committed by ``rec``, or None (with a warning)."""
+        manifest = self._read_commit(epoch, path, rec)
+        if manifest is None:
+            return None
+        if manifest.get("format") != FORMAT:
+            msg = (f"checkpoint {epoch} in {path} is in format version "
+                   f"{manifest.get('format')!r}; this release reads format versions 2 and 3")
+            raise LogFormatError(msg)
+        check_manifest(manifest, f"{epoch} in {path}", self.root, fingerprint, self.processes,
+                       self.workers)
+        got = self._read_parts(epoch, path, manifest)
+        if got is None:
+            return None
+        restored = Restored(epoch, self.journal, {**manifest, "parts": got[0]})
+        restored.states = snapshot.load_states(got[1])
+        base = manifest.get("base", epoch)
+        if isinstance(base, int) and base < epoch:
+            # Deltas of tables build on older checkpoints: every process checks every part
+            # back to the base (they must all reject the same checkpoints), and keeps its own.
+            older: Dict[int, Any] = {}
+            for e in sorted(self._commits):
+                if base <= e < epoch:
+                    manifest_e = self._read_commit(e, *self._commits[e])
+                    got_e = None if manifest_e is None else self._read_parts(e, path, manifest_e)
+                    if got_e is None:
+                        self._warn(path, f"builds on the checkpoint at epoch {e}, which is "
+                                         "damaged", epoch)
+                        return None
+                    older[e] = got_e[1]
+
+            def states_at(e: int) -> Dict[int, Any]:
+                if e not in older:
+                    msg = f"the checkpoint at epoch {e} is not committed"
+                    raise snapshot.ChainBroken(msg)
+                if isinstance(older[e], bytes):
+                    older[e] = snapshot.load_states(older[e])
+                return older[e]
+            try:
+                snapshot.resolve_chains(restored.states, states_at)
+            except snapshot.ChainBroken as exc:
+                self._warn(path, str(exc), epoch)
+                return None
+        return restored
+
+    def _read_commit(self, epoch: int, path: Path, rec: Record) -> Optional[Dict[str, Any]]:
+        """The commit record's manifest, or None (with a warning)."""
         try:
             data = read_record(path, rec.offset, self.key, COMMIT, epoch, rec.length)
             manifest = json.loads(data)
@@ -286,15 +356,15 @@ class CheckpointStore:
         except (JournalDamage, ValueError) as exc:
             self._warn(path, f"(its commit record) {exc}", epoch)
             return None
-        if manifest.get("format") != FORMAT:
-            msg = (f"checkpoint {epoch} in {path} is in format version "
-                   f"{manifest.get('format')!r}; this release reads format versions 2 and 3")
-            raise LogFormatError(msg)
-        check_manifest(manifest, f"{epoch} in {path}", self.root, fingerprint, self.processes,
-                       self.workers)
-        restored = Restored(epoch, self.journal, {**manifest, "parts": {}})
-        # Every process checks every part, its own and the others', in full: a checkpoint that
-        # one process rejects must be rejected by all, or they would resume from different ones.
+        return manifest
+
+    def _read_parts(self, epoch: int, path: Path, manifest: Dict[str, Any]
+                    ) -> Optional[Tuple[Dict[str, Any], bytes]]:
+        """Every process's part of a checkpoint, checked in full (a checkpoint that one process
+        rejects must be rejected by all, or they would resume from different ones): their
+        metadata, and this process's pickled states; or None (with a warning)."""
+        metas: Dict[str, Any] = {}
+        own = b""
         for p in range(self.processes):
             where = manifest["parts"].get(str(p))
             if not isinstance(where, dict):
@@ -309,10 +379,10 @@ class CheckpointStore:
             except (JournalDamage, ValueError, KeyError, struct.error) as exc:
                 self._warn(ppath, f"(the part of process {p}) {exc}", epoch)
                 return None
-            restored.manifest["parts"][str(p)] = meta
+            metas[str(p)] = meta
             if p == self.process:
-                restored.states = snapshot.load_states(payload[_META.size + n:])
-        return restored
+                own = payload[_META.size + n:]
+        return metas, own
 
     # ---- input log ---------------------------------------------------------------------------------
     def _input_dir(self, name: str) -> Path:
