@@ -273,6 +273,13 @@ class EpochLog:
             finally:
                 os.close(fd)
 
+    def prunable(self, below: int) -> bool:
+        """Whether :meth:`prune` with ``below`` would delete a segment."""
+        with self._lock:
+            self._load()
+            return any(high < below and seg != self._path
+                       for seg, (_, high) in self._ranges.items())
+
     def prune(self, below: int) -> None:
         """Delete the segments (other than the open one) whose epochs are all below ``below``.
         They leave the index under the lock and are unlinked after it (a slow disk must not

@@ -106,6 +106,7 @@ class CheckpointStore:
             else None
         self._commits: Dict[int, Tuple[Path, Record]] = {}    # epoch -> its commit record
         self._bases: Dict[int, int] = {}      # epoch -> the oldest checkpoint restoring it reads
+        self._written: List[int] = []         # the newest ``keep`` parts this run wrote
         self._scanned: Dict[Path, int] = {}                    # commit file -> bytes scanned
         self._part_epochs: Optional[Dict[Path, int]] = None    # own part file -> highest epoch
         self._legacy: List[int] = []          # committed checkpoint directories (format 2)
@@ -160,6 +161,7 @@ class CheckpointStore:
                                        worker_states.values() for c in states.values()])
         if self._part_epochs is not None:
             self._part_epochs[self.journal / where["file"]] = epoch
+        self._written = (self._written + [epoch])[-self.keep:]
         return len(payload), where
 
     def commit(self, epoch: int, fingerprint: str, parts: Dict[int, Dict[str, Any]]) -> None:
@@ -213,6 +215,8 @@ class CheckpointStore:
         log segments.  Process 0 knows its commits; the others read the commit records
         appended since their last look (a few small reads)."""
         if self._commit_log is None:
+            if not self._prunable():
+                return                  # nothing to delete: no need to read the commits
             self._refresh_commits()
         committed = sorted(self._commits)
         if self._legacy:
@@ -257,6 +261,20 @@ class CheckpointStore:
                 except OSError:
                     pass          # gone already; a file left behind is pruned by a later run
         self.prune_inputs(oldest)
+
+    def _prunable(self) -> bool:
+        """Whether pruning could delete anything of this process: the checkpoints kept are
+        among those it wrote a part for, so nothing that its ``keep``-th newest part still
+        needs is deleted, and that bound is known without reading a commit."""
+        if self._part_epochs is None or len(self._written) < self.keep:
+            return True
+        bound = self._written[-self.keep]
+        if any(high < bound and p != self._parts.path for p, high in self._part_epochs.items()):
+            return True
+        inputs = self.root / "inputs" / f"proc-{self.process}"
+        with self._logs_lock:
+            logs = [log for d, log in self._logs.items() if d.parent == inputs]
+        return any(log.prunable(bound) for log in logs)
 
     def _base(self, epoch: int) -> int:
         """The oldest checkpoint that restoring the one at ``epoch`` reads (its commit record
