@@ -66,6 +66,16 @@ class KillOnce(naiad.Vertex):
         self.send_batch_by(0, messages, time)
 
 
+class PlainRunningTotal(RunningTotal):
+    """The sample's RunningTotal with its totals in a plain dict, pickled whole at every
+    checkpoint (the sample keeps them in a naiad.KeyedState, whose checkpoints hold what
+    changed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.totals = {}
+
+
 def _now() -> float:
     return time.time()       # wall clock: compared across processes
 
@@ -80,7 +90,8 @@ def _lines(count: int) -> List[str]:
     return [corpus[i % len(corpus)] for i in range(count)]
 
 
-def _program(epochs: int, lines_per_epoch: int, marker: str = "", stamps: str = ""):
+def _program(epochs: int, lines_per_epoch: int, marker: str = "", stamps: str = "",
+             plain: bool = False):
     def program(comp):
         started = _now()
         lines = _lines(epochs * lines_per_epoch)
@@ -93,7 +104,8 @@ def _program(epochs: int, lines_per_epoch: int, marker: str = "", stamps: str = 
         if marker:
             source = stages.unary(source, lambda: KillOnce(marker), name="kill")
         counts = count_words(comp, source)
-        totals = stages.unary(counts, RunningTotal, partition_by=lambda wc: wc[0], name="totals")
+        totals = stages.unary(counts, PlainRunningTotal if plain else RunningTotal,
+                              partition_by=lambda wc: wc[0], name="totals")
         delivered: List[int] = []
         totals.subscribe(lambda e, recs: delivered.append(e))
         if stamps:
@@ -116,12 +128,13 @@ def _program(epochs: int, lines_per_epoch: int, marker: str = "", stamps: str = 
     return program
 
 
-def _run(epochs: int, lines: int, directory: Path = None, **policy) -> Dict[str, object]:
+def _run(epochs: int, lines: int, directory: Path = None, plain: bool = False,
+         **policy) -> Dict[str, object]:
     options = {}
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         options = {"checkpoint_dir": str(directory), **policy}
-    parts = naiad.execute(_program(epochs, lines), processes=PROCESSES, **options)
+    parts = naiad.execute(_program(epochs, lines, plain=plain), processes=PROCESSES, **options)
     assert all(p["delivered"] == epochs for p in parts)
     return {"elapsed": max(p["elapsed"] for p in parts), "cpu": sum(p["cpu"] for p in parts),
             "stats": [p["stats"] for p in parts]}
@@ -131,19 +144,24 @@ def _dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _throughput(root: Path, epochs: int, lines: int):
-    """Alternate runs without checkpoints, with the logs alone, every EVERY epochs, and every
-    INTERVAL seconds."""
+def _throughput(root: Path, epochs: int, lines: int, with_dict: bool):
+    """Alternate runs without checkpoints, with the logs alone, every EVERY epochs, every
+    INTERVAL seconds and, with ``with_dict``, every EVERY epochs with the totals in a plain
+    dict."""
     plain: List[dict] = []
     logged: List[dict] = []
     every: List[dict] = []
     timed: List[dict] = []
+    dicts: List[dict] = []
     for _ in range(REPEAT):
         plain.append(_run(epochs, lines))
         logged.append(_run(epochs, lines, root / "ckpt-log", checkpoint_every=10 ** 9))
         every.append(_run(epochs, lines, root / "ckpt", checkpoint_every=EVERY))
         timed.append(_run(epochs, lines, root / "ckpt-timed", checkpoint_interval=INTERVAL))
-    return plain, logged, every, timed
+        if with_dict:
+            dicts.append(_run(epochs, lines, root / "ckpt-dict", plain=True,
+                              checkpoint_every=EVERY))
+    return plain, logged, every, timed, dicts
 
 
 def _kill_once(root: Path) -> Dict[str, float]:
@@ -188,11 +206,16 @@ def main() -> None:
         cost_lines = []
         for epochs, lines in SHAPES:
             words = sum(len(wordcount_words(line)) for line in _lines(epochs * lines))
-            plain, logged, ckpt, timed = _throughput(root, epochs, lines)
+            plain, logged, ckpt, timed, dicts = _throughput(root, epochs, lines,
+                                                            (epochs, lines) == SHAPES[0])
             p_med = _median(plain, "elapsed")
             shape = f"{epochs} x {lines:,} lines"
-            for label, runs in (("none", plain), ("log only", logged),
-                                (f"every {EVERY} epochs", ckpt), (f"every {INTERVAL} s", timed)):
+            series = [("none", plain), ("log only", logged), (f"every {EVERY} epochs", ckpt),
+                      (f"every {INTERVAL} s", timed)]
+            if dicts:
+                series.append((f"every {EVERY} epochs, totals in a dict", dicts))
+                dict_stats = [st for run in dicts for proc in run["stats"] for st in proc]
+            for label, runs in series:
                 med = _median(runs, "elapsed")
                 taken = statistics.median(len(r["stats"][0]) for r in runs)
                 if runs is ckpt and (epochs, lines) == SHAPES[0]:
@@ -223,6 +246,16 @@ def main() -> None:
                 f"{statistics.median(st['total_s'] - st['quiesce_s'] for st in stats) * 1e3:.1f} ms"
                 f" of which {statistics.median(st['write_cpu_s'] for st in stats) * 1e3:.2f} ms"
                 f" CPU in the writer thread (medians over {len(stats)} checkpoints x process)")
+            if dicts:
+                last_dict = [st for proc in dicts[-1]["stats"] for st in proc]
+                cost_lines.append(
+                    f"- {shape}, totals in a plain dict: the workers pickling "
+                    f"{statistics.median(st['snapshot_s'] for st in dict_stats) * 1e3:.2f} ms, "
+                    f"at the last boundary {max(st['snapshot_s'] for st in last_dict) * 1e3:.2f}"
+                    f" ms; writer CPU "
+                    f"{statistics.median(st['write_cpu_s'] for st in dict_stats) * 1e3:.2f} ms;"
+                    f" the last checkpoint {sum(st['bytes'] for st in last_dict if st['epoch'] == max(x['epoch'] for x in last_dict)):,} B"
+                    f" (both processes)")
         load_after = os.getloadavg()
         kills = [_kill_once(root) for _ in range(KILLS)]
         met = "met" if goal is not None and goal < 10 else "**not met**"
@@ -232,13 +265,15 @@ def main() -> None:
         body = f"""
 Streaming word count over the standard library's sources: per-epoch counts (the sample's
 Tokenize/Count vertices) and running totals over all epochs (a stateful vertex holding the
-vocabulary seen so far), delivered to a subscriber; {PROCESSES} processes x 1 worker, on a
-machine with {os.cpu_count()} cores. Only feeding and draining the epochs is timed. Four
+vocabulary seen so far, in a `naiad.KeyedState`: checkpoints hold the words whose totals
+changed since the previous one), delivered to a subscriber; {PROCESSES} processes x 1 worker,
+on a machine with {os.cpu_count()} cores. Only feeding and draining the epochs is timed. The
 policies alternate in one benchmark run, {REPEAT} runs each, median shown (every run listed):
 no checkpoints; "log only", a checkpoint directory with `checkpoint_every=10**9` (no boundary
 is reached: the input log and the delivery marks alone, what recovery costs per epoch);
-`checkpoint_every={EVERY}`; `checkpoint_interval={INTERVAL}`. "Taken" is the checkpoints one
-run took; CPU is the seconds of CPU both processes used.
+`checkpoint_every={EVERY}`; `checkpoint_interval={INTERVAL}`; and, for the first shape,
+`checkpoint_every={EVERY}` with the totals in a plain dict (pickled whole at every checkpoint).
+"Taken" is the checkpoints one run took; CPU is the seconds of CPU both processes used.
 
 {table(["epochs", "checkpoints", "taken", "seconds", "k words/s", "epochs/s", "vs none",
         "CPU s", "runs (s)"], rows)}
@@ -250,7 +285,8 @@ the runs alternate, so each ratio compares runs made under the same load).
 Goal: under 10% loss with a checkpoint every 10 epochs of {SHAPES[0][1]} lines: {goal:+.1f}% in this
 run, {met}. A checkpoint pauses the inputs: every worker drains what was fed and pauses
 (quiesce; mostly work the run does anyway, but the processes finish it unevenly and the
-pipeline must refill afterwards), the workers pickle their vertices' states, the processes
+pipeline must refill afterwards), the workers pickle their vertices' states (of a
+`KeyedState`, the keys written since the last checkpoint), the processes
 meet at a barrier, and the inputs go on while a writer thread fsyncs the input log, appends the
 process's part to its journal (one write, one fsync) and tells process 0, which appends the
 commit record (one write, one fsync) once every part is durable. Both processes are CPU-bound,
