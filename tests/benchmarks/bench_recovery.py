@@ -41,7 +41,7 @@ PROCESSES = 2
 SHAPES = [(200, 500), (100, 2_000), (50, 10_000)]     # (epochs, lines per epoch)
 EVERY = 10
 INTERVAL = 0.25          # seconds, for the time-based policy
-REPEAT = 7
+REPEAT = 15
 KILL_EPOCH = 145
 KILLS = 3
 
