@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 EXPORTS = {
     naiad: {
-        "Timestamp", "Vertex", "Stream", "Computation", "LoopContext", "execute",
+        "Timestamp", "Vertex", "KeyedState", "Stream", "Computation", "LoopContext", "execute",
         "Exchange", "Pipeline", "key_hash",
         "NaiadError", "GraphError", "VertexError", "TimeViolation", "ProgressViolation",
         "ComputationFailed", "RemoteFailure",

@@ -224,7 +224,7 @@ class CheckpointStore:
         if len(committed) <= self.keep:
             return
         oldest = committed[-self.keep]
-        below = min(oldest, self._base(oldest))   # its tables' deltas build on checkpoints back to
+        below = min(oldest, self._base(oldest))   # and what its tables' deltas build on
         if self._part_epochs is None:        # files of earlier runs: their parts, once
             self._part_epochs = {}
             for path in journal_files(self.journal, f"proc-{self.process}"):
