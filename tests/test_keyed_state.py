@@ -166,6 +166,15 @@ def test_keyed_state_is_a_dict_to_everything_else():
 
 
 # ---- through real processes ------------------------------------------------------------------------
+def vocabulary_epochs(seed: int, vocabulary: int, words: int, lines: int, epochs: int) -> list:
+    """Epochs of lines of ``words`` words drawn from ``vocabulary`` distinct ones: running
+    totals that grow, of which each checkpoint interval changes a part."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(vocabulary)]
+    return [[" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(lines)]
+            for _ in range(epochs)]
+
+
 def manifests(ckpt: Path) -> dict:
     out = {}
     for path in journal_files(ckpt / "journal", "commits"):
@@ -179,10 +188,7 @@ def manifests(ckpt: Path) -> dict:
 def test_a_sigkill_resumes_from_a_delta_and_delivers_exactly_once(tmp_path):
     """The running totals (a KeyedState in the sample) over a large vocabulary: checkpoints
     after the first are deltas; process 1 is killed mid-run and every epoch is delivered once."""
-    rng = random.Random(SEED)
-    vocabulary = [f"w{i}" for i in range(3000)]
-    epochs = [[" ".join(rng.choice(vocabulary) for _ in range(8)) for _ in range(20)]
-              for _ in range(30)]
+    epochs = vocabulary_epochs(SEED, 3000, 8, 20, 30)
     marker = tmp_path / "killed"
     ckpt = tmp_path / "ckpt"
     parts = naiad.execute(wordcount_program(epochs, tmp_path, (marker, 23, 1)), processes=2,
@@ -198,12 +204,9 @@ def test_a_sigkill_resumes_from_a_delta_and_delivers_exactly_once(tmp_path):
 @pytest.mark.timeout(90)
 def test_a_damaged_part_inside_a_chain_is_skipped_by_every_process(tmp_path, capfd):
     """A flipped byte in process 1's part at epoch 4, on which the checkpoints at 6 and 8 build:
-    both processes reject 8 and 6 (naming the damaged checkpoint) and resume from 4's
-    predecessor's chain or earlier; every epoch is still delivered exactly once."""
-    rng = random.Random(SEED + 1)
-    vocabulary = [f"w{i}" for i in range(2000)]
-    epochs = [[" ".join(rng.choice(vocabulary) for _ in range(6)) for _ in range(10)]
-              for _ in range(14)]
+    both processes reject 8, 6 and 4 (naming the damaged checkpoint) and resume from one before
+    4; every epoch is still delivered exactly once."""
+    epochs = vocabulary_epochs(SEED + 1, 2000, 6, 10, 14)
     ckpt = tmp_path / "ckpt"
     seen = tmp_path / "seen.log"
     want = running_totals(epochs)
@@ -228,10 +231,7 @@ def test_a_damaged_part_inside_a_chain_is_skipped_by_every_process(tmp_path, cap
 def test_pruning_keeps_what_the_kept_checkpoints_chains_read(tmp_path):
     """checkpoint_keep=1: the parts back to the newest checkpoint's base stay on disk, and a
     second run resumes from it (reading its whole chain) with no warning."""
-    rng = random.Random(SEED + 2)
-    vocabulary = [f"w{i}" for i in range(3000)]
-    epochs = [[" ".join(rng.choice(vocabulary) for _ in range(8)) for _ in range(10)]
-              for _ in range(40)]
+    epochs = vocabulary_epochs(SEED + 2, 3000, 8, 10, 40)
     ckpt = tmp_path / "ckpt"
     seen = tmp_path / "seen.log"
     naiad.execute(resumable_program(epochs[:36], tmp_path, seen), processes=2,
