@@ -43,8 +43,8 @@ from typing import Any, Callable, Dict, List
 from naiad.errors import NaiadError
 from naiad.state import MAX_DELTAS, Chain, KeyedState, capture, new_id
 
-__all__ = ["FORMAT", "TABLES", "encode", "decode", "load_states", "resolve_chains", "base_of",
-           "ChainBroken"]
+__all__ = ["FORMAT", "TABLES", "encode", "decode", "dumps", "load_states", "resolve_chains",
+           "base_of", "ChainBroken"]
 
 FORMAT = 1
 """Version of the vertex-state container without tables (documented in docs/recovery.md)."""
@@ -56,7 +56,9 @@ class ChainBroken(NaiadError):
     """A delta of a table names an older checkpoint that does not hold what it builds on."""
 
 
-def _dumps(obj: Any) -> bytes:
+def dumps(obj: Any) -> bytes:
+    """``obj`` pickled (protocol 5), or by cloudpickle when plain pickle cannot (classes of
+    ``__main__``, lambdas)."""
     try:
         return pickle.dumps(obj, protocol=5)
     except Exception:
@@ -87,7 +89,7 @@ def _record(table: KeyedState, epoch: int) -> Dict[str, Any]:
             chain.changes + len(changed) > len(table):
         tid = chain.id if chain is not None else new_id()
         rec = {"id": tid, "epoch": epoch, "base": epoch, "prev": None,
-               "data": _dumps(dict(table))}
+               "data": dumps(dict(table))}
         table._chain = Chain(tid, epoch, epoch, 0, 0)
     else:
         present = list(filter(table.__contains__, changed))     # C loops, no Python one
@@ -95,7 +97,7 @@ def _record(table: KeyedState, epoch: int) -> Dict[str, Any]:
             else []
         items = dict(zip(present, map(table.__getitem__, present)))
         rec = {"id": chain.id, "epoch": epoch, "base": chain.base, "prev": chain.epoch,
-               "data": _dumps((items, gone))}
+               "data": dumps((items, gone))}
         table._chain = Chain(chain.id, epoch, chain.base, chain.deltas + 1,
                              chain.changes + len(changed))
     table._changed = set()

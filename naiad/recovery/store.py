@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 import signal
 import struct
@@ -63,12 +62,7 @@ def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _dumps(obj: Any) -> bytes:
-    try:
-        return pickle.dumps(obj, protocol=5)
-    except Exception:
-        import cloudpickle      # classes of __main__, lambdas: by value
-        return cloudpickle.dumps(obj)
+_dumps = snapshot.dumps
 
 
 def list_checkpoints(directory: str | os.PathLike) -> List[int]:
