@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any, Iterable, List, NamedTuple, Optional, Set
+from typing import Any, List, NamedTuple, Optional, Set
 
 __all__ = ["KeyedState", "Chain", "MAX_DELTAS", "capture"]
 
@@ -61,11 +61,13 @@ class KeyedState(dict):
 
     # ---- tracked mutations ---------------------------------------------------------------
     def _note(self, key: Any) -> None:
-        changed = self._changed
-        changed.add(key)
-        if len(changed) > len(self) + 16 and self._chain is not None:
+        self._changed.add(key)
+        self._bound()
+
+    def _bound(self) -> None:
+        if len(self._changed) > len(self) + 16:
             self._chain = None                 # a full copy is smaller: stop tracking
-            changed.clear()
+            self._changed.clear()
 
     def __setitem__(self, key: Any, value: Any) -> None:
         dict.__setitem__(self, key, value)
@@ -85,12 +87,9 @@ class KeyedState(dict):
         if not isinstance(other, Mapping):
             other = dict(other)
         dict.update(self, other, **kwargs)
-        changed = self._changed
-        changed.update(other.keys())
-        changed.update(kwargs)
-        if len(changed) > len(self) + 16:
-            self._chain = None
-            changed.clear()
+        self._changed.update(other.keys())
+        self._changed.update(kwargs)
+        self._bound()
 
     def __ior__(self, other: Any) -> "KeyedState":  # type: ignore[override, misc]
         self.update(other)
@@ -132,11 +131,6 @@ class KeyedState(dict):
             return (KeyedState, (dict(self),))
         tables.append(self)                    # a checkpoint: stored apart, see capture()
         return (_stored, (len(tables) - 1,))
-
-    # ---- used by the checkpoint code ------------------------------------------------------
-    def changed_keys(self) -> Iterable[Any]:
-        """The keys written or deleted since the last checkpoint (while one is chained)."""
-        return self._changed
 
 
 def _stored(index: int) -> Any:
