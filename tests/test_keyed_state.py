@@ -109,6 +109,33 @@ def test_a_delta_holds_the_changed_keys_only():
     assert read_back({10: full, 20: delta}, 20)["t"] == dict(table)
 
 
+@pytest.mark.parametrize("change", ["none", "one key", "written", "deleted"])
+def test_deltas_of_every_shape_read_back(change):
+    table = KeyedState({i: str(i) for i in range(50)})
+    full = snapshot.encode({"t": table}, 10)
+    if change == "one key":
+        table[7] = "seven"
+    elif change == "written":
+        table.update({i: -i for i in range(40, 60)})
+    elif change == "deleted":
+        table[3] = "three"
+        del table[5], table[6]
+    delta = snapshot.encode({"t": table}, 20)
+    assert delta["tables"][0]["prev"] == 10
+    assert read_back({10: full, 20: delta}, 20)["t"] == dict(table)
+
+
+def test_a_delta_in_the_earlier_layout_is_read():
+    """Checkpoints written before deltas held keys and values apart pickled (items, gone)."""
+    table = KeyedState({"a": 1, "b": 2, "c": 3})
+    full = snapshot.encode({"t": table}, 10)
+    table["a"] = 10
+    del table["b"]
+    delta = snapshot.encode({"t": table}, 20)
+    delta["tables"][0]["data"] = pickle.dumps(({"a": 10}, ["b"]))
+    assert read_back({10: full, 20: delta}, 20)["t"] == {"a": 10, "c": 3}
+
+
 def test_the_chain_is_bounded():
     table = KeyedState({i: i for i in range(1000)})
     prevs = []

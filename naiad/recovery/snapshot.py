@@ -10,7 +10,8 @@ checkpoint never names a function of naiad's own modules:
   position, and each record holds the table in full or as a delta on the checkpoint before
   (``id``, ``epoch``, ``base``: the checkpoint of the last full copy, ``prev``: None for a full
   copy, else the checkpoint the delta applies to, and ``data``: the pickled items, or the
-  pickled ``(items written, keys deleted)``).  :func:`resolve_chains` attaches to each delta
+  pickled ``(keys written, their values, keys deleted)``; the earlier layout
+  ``(items written, keys deleted)`` is read too).  :func:`resolve_chains` attaches to each delta
   the data of the records it builds on, read from the older checkpoints, before
   :func:`decode`.
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 import io
 import pickle
 from itertools import filterfalse
+from operator import itemgetter
 from typing import Any, Callable, Dict, List
 
 from naiad.errors import NaiadError
@@ -92,16 +94,25 @@ def _record(table: KeyedState, epoch: int) -> Dict[str, Any]:
                "data": dumps(dict(table))}
         table._chain = Chain(tid, epoch, epoch, 0, 0)
     else:
-        present = list(filter(table.__contains__, changed))     # C loops, no Python one
-        gone = list(filterfalse(table.__contains__, changed)) if len(present) < len(changed) \
-            else []
-        items = dict(zip(present, map(table.__getitem__, present)))
         rec = {"id": chain.id, "epoch": epoch, "base": chain.base, "prev": chain.epoch,
-               "data": dumps((items, gone))}
+               "data": dumps(_delta(table, changed))}
         table._chain = Chain(chain.id, epoch, chain.base, chain.deltas + 1,
                              chain.changes + len(changed))
     table._changed = set()
     return rec
+
+
+def _delta(table: KeyedState, changed: set) -> tuple:
+    """``(keys written, their values, keys deleted)``: C loops, no Python one; two sequences
+    pickle in about half the time of a dict."""
+    keys = list(changed)
+    try:
+        values = itemgetter(*keys)(table) if len(keys) > 1 else [table[k] for k in keys]
+        return keys, values, []
+    except KeyError:                    # some were deleted
+        present = list(filter(table.__contains__, keys))
+        gone = list(filterfalse(table.__contains__, keys))
+        return present, list(map(table.__getitem__, present)), gone
 
 
 def base_of(container: Any, epoch: int) -> int:
@@ -163,11 +174,17 @@ def _table(rec: Dict[str, Any], stage: str) -> KeyedState:
     contents = pickle.loads(full)
     changes = 0
     for data in deltas:
-        items, gone = pickle.loads(data)
-        contents.update(items)
+        delta = pickle.loads(data)
+        if len(delta) == 3:
+            keys, values, gone = delta
+            contents.update(zip(keys, values))
+        else:                                   # the earlier layout: (items, gone)
+            items, gone = delta
+            keys = items
+            contents.update(items)
         for k in gone:
             contents.pop(k, None)
-        changes += len(items) + len(gone)
+        changes += len(keys) + len(gone)
     table = KeyedState(contents)
     table._chain = Chain(rec["id"], rec["epoch"], rec["base"], len(deltas), changes)
     return table
