@@ -179,9 +179,8 @@ def _table(rec: Dict[str, Any], stage: str) -> KeyedState:
             keys, values, gone = delta
             contents.update(zip(keys, values))
         else:                                   # the earlier layout: (items, gone)
-            items, gone = delta
-            keys = items
-            contents.update(items)
+            keys, gone = delta
+            contents.update(keys)
         for k in gone:
             contents.pop(k, None)
         changes += len(keys) + len(gone)
