@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import List
 
-__all__ = ["write_atomic", "sync_dir", "open_private"]
+__all__ = ["write_atomic", "make_dirs", "sync_dir", "open_private"]
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
@@ -21,14 +22,9 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     (durable across a machine crash); without, the data is in the kernel once this returns, which
     survives the death of the process but maybe not a power cut.  Directories it creates are
     made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
-    created: list[Path] = []
-    d = path.parent
-    while not d.exists():            # up to the first that exists (not every ancestor)
-        created.append(d)
-        d = d.parent
-    path.parent.mkdir(parents=True, exist_ok=True)
+    created = make_dirs(path.parent)
     if sync:
-        for d in reversed(created):
+        for d in created:
             _fsync_dir(d.parent)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # this user's only
@@ -40,6 +36,33 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         _fsync_dir(path.parent)
+
+
+def make_dirs(directory: Path, mode: int = 0o777) -> List[Path]:
+    """Create ``directory`` and its missing ancestors, each with ``mode`` (less the umask);
+    returns those created, outermost first.  Their entries are durable only once the parent of
+    each is fsynced (:func:`sync_dir`): the caller does that before anything depends on them.
+
+    >>> import tempfile, pathlib
+    >>> top = pathlib.Path(tempfile.mkdtemp())
+    >>> [d.relative_to(top).as_posix() for d in make_dirs(top / "a" / "b", 0o700)]
+    ['a', 'a/b']
+    >>> make_dirs(top / "a")
+    []
+    """
+    missing: List[Path] = []
+    d = directory
+    while not d.exists():            # up to the first that exists (not every ancestor)
+        missing.append(d)
+        d = d.parent
+    created: List[Path] = []
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            continue                 # made meanwhile by another thread or process
+        created.append(d)
+    return created
 
 
 def sync_dir(directory: str | os.PathLike) -> None:

@@ -11,8 +11,12 @@ from ``/proc/self/fd``), and check, for every commit record found in the journal
 - the commit record was fsynced after it was written;
 - each journal file it depends on had its directory fsynced after the file was created, and
   the journal directory's parent after the journal directory was created, before the commit;
-- every input-log segment holding an epoch of this checkpoint (between the previous boundary
-  and this one) was fsynced between the previous commit and this one.
+- every segment of the input log or of collected output holding an epoch of this checkpoint
+  (between the previous boundary and this one) was fsynced after the write that completed that
+  epoch's record and before the commit (the inputs may run ahead of the commits, so that can
+  be long before it), and its directory after the segment was created, before the commit;
+  likewise the parent of every directory the run created (the checkpoint directory itself,
+  the logs' directories).
 
 A last test makes the disk slow while a checkpoint's logs are sealed: the inputs must go on.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import struct
 import threading
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -32,28 +37,37 @@ import linq  # noqa: F401 - installs the Stream methods used below
 import naiad
 import stages
 from naiad.recovery.directory import directory_key
+from naiad.recovery.coordinator import ROTATE_LOGS
 from naiad.recovery.journal import COMMIT, HEADER_SIZE, journal_files, read_record, scan
-from naiad.recovery.store import EpochLog, list_checkpoints
+from naiad.recovery.logs import MAGIC
+from naiad.recovery.store import list_checkpoints
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(),
                                 reason="needs /proc/self/fd to name fsynced descriptors")
 
 Event = Tuple[str, str, int]          # (kind, path, bytes written or 0)
+RECORD = struct.Struct("<qQ32s")
 
 
 class Recorder:
-    """Wraps os.write / os.fsync / os.open / os.mkdir, keeping their order across threads."""
+    """Wraps os.write / os.writev / os.fsync / os.open / os.mkdir, keeping their order across
+    threads."""
 
     def __init__(self, monkeypatch):
         self.events: List[Event] = []
         self._lock = threading.Lock()
-        write, fsync, open_, mkdir = os.write, os.fsync, os.open, os.mkdir
+        write, writev, fsync, open_, mkdir = os.write, os.writev, os.fsync, os.open, os.mkdir
 
         def path_of(fd) -> str:
             return os.readlink(f"/proc/self/fd/{fd if isinstance(fd, int) else fd.fileno()}")
 
         def rec_write(fd, data):
             n = write(fd, data)
+            self._add(("write", path_of(fd), n))
+            return n
+
+        def rec_writev(fd, buffers):
+            n = writev(fd, buffers)
             self._add(("write", path_of(fd), n))
             return n
 
@@ -73,6 +87,7 @@ class Recorder:
             self._add(("mkdir", os.path.abspath(path), 0))
 
         monkeypatch.setattr(os, "write", rec_write)
+        monkeypatch.setattr(os, "writev", rec_writev)
         monkeypatch.setattr(os, "fsync", rec_fsync)
         monkeypatch.setattr(os, "open", rec_open)
         monkeypatch.setattr(os, "mkdir", rec_mkdir)
@@ -112,13 +127,16 @@ def first(events: List[Event], pred, after: int = -1) -> int:
     return -1
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypatch, workers):
+@pytest.mark.parametrize("workers, count, every", [(1, 9, 3), (2, 9, 3), (1, 20, 1)])
+def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypatch, workers,
+                                                             count, every):
+    """With 20 epochs and a checkpoint at each, the input log starts new segments (every
+    ``ROTATE_LOGS`` checkpoints): their entries, too, must be durable before a commit."""
     root = (tmp_path / "ckpt").resolve()
-    epochs = [[f"w{e % 3} x{e}"] * 3 for e in range(9)]
+    epochs = [[f"w{e % 3} x{e}"] * 3 for e in range(count)]
     rec = Recorder(monkeypatch)
     results = naiad.execute(program(epochs), workers=workers, checkpoint_dir=str(root),
-                            checkpoint_every=3, checkpoint_keep=10)
+                            checkpoint_every=every, checkpoint_keep=100)
     monkeypatch.undo()
     assert sorted(results[0][0]) == [("w0", 3), ("x0", 3)]
     events = list(rec.events)
@@ -126,7 +144,8 @@ def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypat
     journal = root / "journal"
     commits = [(path, r) for path in journal_files(journal, "commits") for r in scan(path)
                if r.kind == COMMIT]
-    assert [r.epoch for _, r in commits] == list_checkpoints(root) == [3, 6]
+    assert [r.epoch for _, r in commits] == list_checkpoints(root) == \
+        list(range(every, count, every))
 
     def synced_after(path: str, i: int) -> int:
         return first(events, lambda e: e[0] == "fsync" and e[1] == path, after=i)
@@ -138,15 +157,23 @@ def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypat
         assert made < synced_after(parent, made) < k, \
             f"{parent} is not fsynced between the creation of {path} and the commit"
 
-    previous, boundary_before = -1, 0
+    boundary_before = 0
     segments = sorted((root / "inputs").rglob("*.log"))
     assert segments, "no input log was written"
-    held = {seg: logged_epochs(seg, tmp_path) for seg in segments}
+    collected = sorted((root / "outputs").rglob("*.log"))
+    assert collected, "no collected output was logged"
+    if count > ROTATE_LOGS * every:
+        assert len(segments) > 1, "the input log never started a second segment"
+    made_dirs = sorted({d for seg in segments + collected for d in seg.parents
+                        if root in d.parents} | {root})
+    held = {seg: logged_ends(seg) for seg in segments + collected}
     for cpath, crec in commits:
         k = rec.written_by(str(cpath), crec.offset + HEADER_SIZE + crec.length)
         assert synced_after(str(cpath), k) > k, f"commit {crec.epoch} is never fsynced"
         entry_durable_before(str(cpath), k)
         entry_durable_before(str(journal), k)
+        for d in made_dirs:              # the checkpoint directory and the input logs' own
+            entry_durable_before(str(d), k)
         manifest = json.loads(read_record(cpath, crec.offset, key, COMMIT, crec.epoch))
         for where in manifest["parts"].values():
             ppath = str(journal / where["file"])
@@ -154,19 +181,29 @@ def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypat
             assert i < synced_after(ppath, i) < k, \
                 f"the part in {ppath} for {crec.epoch} is not fsynced before its commit"
             entry_durable_before(ppath, k)
-        for seg, logged in held.items():
-            if any(boundary_before <= e < crec.epoch for e in logged):
-                assert previous < synced_after(str(seg), previous) < k, \
-                    f"input log {seg.name} is not fsynced before the commit of {crec.epoch}"
-        previous, boundary_before = k, crec.epoch
+        for seg, ends in held.items():
+            for e, end in ends.items():
+                if boundary_before <= e < crec.epoch:
+                    i = rec.written_by(str(seg), end)
+                    assert i < synced_after(str(seg), i) < k, \
+                        f"input log {seg.name} is not fsynced after epoch {e} was written " \
+                        f"and before the commit of {crec.epoch}"
+                    entry_durable_before(str(seg), k)
+        boundary_before = crec.epoch
 
 
-def logged_epochs(segment: Path, scratch: Path) -> List[int]:
-    """The epochs one log segment holds, read through EpochLog from a copy of it alone."""
-    alone = scratch / f"alone-{segment.parent.name}-{segment.name}"
-    alone.mkdir()
-    (alone / segment.name).write_bytes(segment.read_bytes())
-    return sorted(EpochLog(alone, directory_key(segment.parents[3])).items())
+def logged_ends(segment: Path) -> Dict[int, int]:
+    """Where each epoch's record ends in one log segment: its format is ``MAGIC``, then records
+    ``<epoch: int64><length: uint64><HMAC-SHA256: 32 bytes>`` each followed by its payload."""
+    data = segment.read_bytes()
+    assert data.startswith(MAGIC), segment
+    ends, at = {}, len(MAGIC)
+    while at + RECORD.size <= len(data):
+        epoch, length, _ = RECORD.unpack_from(data, at)
+        at += RECORD.size + length
+        assert at <= len(data), f"{segment} ends inside the record of epoch {epoch}"
+        ends[epoch] = at
+    return ends
 
 
 # ---- a slow disk while a checkpoint is written ----------------------------------------------------

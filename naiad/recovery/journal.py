@@ -33,7 +33,7 @@ import struct
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from naiad.files import sync_dir
+from naiad.files import make_dirs, sync_dir
 
 __all__ = ["JournalWriter", "Record", "scan", "scanned_to", "read_record", "journal_files",
            "MAGIC", "PART", "COMMIT", "FORMAT", "HEADER_SIZE", "ROTATE_BYTES", "ROTATE_RECORDS", "JournalDamage"]
@@ -103,9 +103,8 @@ class JournalWriter:
         self._next_seq = int(existing[-1].stem[len(prefix) + 1:]) + 1 if existing else 0
 
     def _open(self) -> None:
-        if not self.dir.exists():
-            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            sync_dir(self.dir.parent)
+        for made in make_dirs(self.dir, 0o700):
+            sync_dir(made.parent)
         path = self.dir / f"{self.prefix}-{self._next_seq:09d}.jnl"
         self._next_seq += 1
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)

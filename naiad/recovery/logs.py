@@ -25,10 +25,10 @@ import struct
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from naiad.errors import NaiadError
-from naiad.files import open_private
+from naiad.files import make_dirs, open_private, sync_dir
 
 __all__ = ["EpochLog", "CheckpointWarning", "LogFormatError", "OutputLost", "FORMAT", "MAGIC"]
 
@@ -80,7 +80,9 @@ class EpochLog:
     per burst of epochs rather than one per epoch.  At a
     checkpoint boundary :meth:`rotate` closes the open segment (the next append opens a new
     one) and :meth:`seal`, when the checkpoint is written, fsyncs the segments closed so far,
-    so that everything logged before a checkpoint is on disk with it.  Segments are
+    and the directories where segments (or the log's own directories) were created since the
+    last seal, so that everything logged before a checkpoint is on disk with it and is found
+    there after a power cut.  Segments are
     numbered in write order, and an epoch logged again later (recomputed output) replaces the
     earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
     fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
@@ -99,6 +101,7 @@ class EpochLog:
         self._end = 0
         self._path: Any = None
         self._unsynced: List[Path] = []      # segments closed by rotate(), not yet fsynced
+        self._entries: Set[Path] = set()      # directories with entries made since the last seal
         self._next_seq: Optional[int] = None  # number of the next segment (known after a listing)
         self.high = -1                        # the highest epoch logged (once loaded)
 
@@ -155,9 +158,11 @@ class EpochLog:
             if self._file is None:
                 seq = self._next_seq or 0
                 self._next_seq = seq + 1
-                self.dir.mkdir(parents=True, exist_ok=True)
+                for made in make_dirs(self.dir, 0o700):
+                    self._entries.add(made.parent)
                 self._path = self.dir / f"{seq:09d}.log"
                 self._file = open_private(self._path)
+                self._entries.add(self.dir)
                 self._end = 0
                 head = MAGIC + head
             path = self._path
@@ -248,10 +253,11 @@ class EpochLog:
     def seal(self) -> None:
         """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
         written: everything logged before its boundary is in those); when none was, the open
-        segment.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
+        segment; then the entries of segments and directories created since the last seal.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
         (a slow disk must not make ``on_next`` wait)."""
         with self._lock:
             paths, self._unsynced = self._unsynced, []
+            entries, self._entries = self._entries, set()
             if not paths and self._file is not None:
                 self._write_pending()
                 self._file.flush()
@@ -272,6 +278,8 @@ class EpochLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        for directory in sorted(entries, key=lambda d: len(d.parts), reverse=True):
+            sync_dir(directory)     # the segments' entries, and new directories' (innermost first)
 
     def prunable(self, below: int) -> bool:
         """Whether :meth:`prune` with ``below`` would delete a segment."""

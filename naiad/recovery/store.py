@@ -40,7 +40,7 @@ from naiad.recovery.legacy import committed_directories, directory_epochs, load_
 from naiad.recovery.marks import MarkFile, read_count
 from naiad.recovery.logs import CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.recovery.restored import CheckpointLayoutError, Restored, check_manifest
-from naiad.files import write_atomic
+from naiad.files import make_dirs, sync_dir, write_atomic
 from naiad.recovery import snapshot
 
 __all__ = ["CheckpointStore", "list_checkpoints", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
@@ -90,7 +90,8 @@ class CheckpointStore:
         self.processes = processes
         self.workers = workers
         self.keep = max(1, int(keep))
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for made in make_dirs(self.root, 0o700):
+            sync_dir(made.parent)             # its entry survives a power cut
         check_private(self.root)
         self._lock_fd: Optional[int] = lock(self.root, process)
         self.key = directory_key(self.root)
