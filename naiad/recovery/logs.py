@@ -82,10 +82,10 @@ class EpochLog:
     one) and :meth:`seal`, when the checkpoint is written, fsyncs the segments closed so far,
     and the directories where segments (or the log's own directories) were created since the
     last seal, so that everything logged before a checkpoint is on disk with it and is found
-    there after a power cut.  Segments are
-    numbered in write order, and an epoch logged again later (recomputed output) replaces the
-    earlier entry.  A record cut short by a crash ends its segment and is ignored; a record that
-    fails its HMAC is reported by :meth:`read` as ``None`` with a warning.
+    there after a power cut.  Segments are numbered in write order, and an epoch logged again
+    later (recomputed output) replaces the earlier entry.  A record cut short by a crash ends
+    its segment and is ignored; a record that fails its HMAC is reported by :meth:`read` as
+    ``None`` with a warning.
     """
 
     def __init__(self, directory: Path, key: bytes, deferred: bool = False):
@@ -253,8 +253,9 @@ class EpochLog:
     def seal(self) -> None:
         """Make the segments closed by :meth:`rotate` durable (called when a checkpoint is
         written: everything logged before its boundary is in those); when none was, the open
-        segment; then the entries of segments and directories created since the last seal.  The fsyncs run outside the lock, so appends of later epochs go on meanwhile
-        (a slow disk must not make ``on_next`` wait)."""
+        segment; then the entries of segments and directories created since the last seal.
+        The fsyncs run outside the lock, so appends of later epochs go on meanwhile (a slow
+        disk must not make ``on_next`` wait)."""
         with self._lock:
             paths, self._unsynced = self._unsynced, []
             entries, self._entries = self._entries, set()
