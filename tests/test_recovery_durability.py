@@ -130,8 +130,8 @@ def first(events: List[Event], pred, after: int = -1) -> int:
 @pytest.mark.parametrize("workers, count, every", [(1, 9, 3), (2, 9, 3), (1, 20, 1)])
 def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypatch, workers,
                                                              count, every):
-    """With 20 epochs and a checkpoint at each, the input log starts new segments (every
-    ``ROTATE_LOGS`` checkpoints): their entries, too, must be durable before a commit."""
+    """In the last case (20 epochs, a checkpoint at each) the input log starts new segments
+    (every ``ROTATE_LOGS`` checkpoints): their entries, too, must be durable before a commit."""
     root = (tmp_path / "ckpt").resolve()
     epochs = [[f"w{e % 3} x{e}"] * 3 for e in range(count)]
     rec = Recorder(monkeypatch)
@@ -172,7 +172,7 @@ def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypat
         assert synced_after(str(cpath), k) > k, f"commit {crec.epoch} is never fsynced"
         entry_durable_before(str(cpath), k)
         entry_durable_before(str(journal), k)
-        for d in made_dirs:              # the checkpoint directory and the input logs' own
+        for d in made_dirs:              # the checkpoint directory and the logs' own
             entry_durable_before(str(d), k)
         manifest = json.loads(read_record(cpath, crec.offset, key, COMMIT, crec.epoch))
         for where in manifest["parts"].values():
@@ -186,7 +186,7 @@ def test_checkpoint_parts_reach_the_disk_before_their_commit(tmp_path, monkeypat
                 if boundary_before <= e < crec.epoch:
                     i = rec.written_by(str(seg), end)
                     assert i < synced_after(str(seg), i) < k, \
-                        f"input log {seg.name} is not fsynced after epoch {e} was written " \
+                        f"log segment {seg} is not fsynced after epoch {e} was written " \
                         f"and before the commit of {crec.epoch}"
                     entry_durable_before(str(seg), k)
         boundary_before = crec.epoch
