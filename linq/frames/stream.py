@@ -74,9 +74,10 @@ class FrameStream:
         out = stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
         return inherit(op, [self.stream], out)
 
-    def _split(self, op: str, keys: List[str]) -> Stream:
+    def _split(self, op: str, keys: List[str], every: bool = False) -> Stream:
         routes = route_keys(self._workers)
-        out = stages.unary(self.stream, lambda: Split(op, keys, routes), name=f"{op}.split")
+        out = stages.unary(self.stream, lambda: Split(op, keys, routes, every),
+                           name=f"{op}.split")
         return inherit(op, [self.stream], out)
 
     # -- stateless ---------------------------------------------------------------------------------
@@ -210,8 +211,12 @@ class FrameStream:
             raise ValueError(msg)
         other = of(other)
         op = f"join({', '.join(left_keys)} = {', '.join(right_keys)})"
-        left = self._split(f"{op}.left", left_keys)
-        right = other._split(f"{op}.right", right_keys)
+        # Beyond an inner join, every worker must know both sides' schemas to lay out its
+        # rows as the others do (nulls for the side it got no rows of): each split sends
+        # the workers it has no rows for an empty table of the schema.
+        outer = how != "inner"
+        left = self._split(f"{op}.left", left_keys, every=outer)
+        right = other._split(f"{op}.right", right_keys, every=outer)
         kind = _JOINS[how]
         marks = [held(left), held(right)]
         if (marks[0] is None) != (marks[1] is None):
@@ -228,7 +233,8 @@ class FrameStream:
                           use_threads=False)
 
         out = stages.binary(left, right,
-                            lambda: Accumulate(op, 2, True, combine, [left_keys, right_keys]),
+                            lambda: Accumulate(op, 2, True, combine, [left_keys, right_keys],
+                                               fill=outer),
                             partition_by_left=_route, partition_by_right=_route, name=op)
         return FrameStream(inherit(op, [left, right], out))
 

@@ -142,11 +142,14 @@ class MapTables(naiad.Vertex):
 
 
 class Split(_Checked):
-    """Tags each table's parts with the routing key of their destination worker."""
+    """Tags each table's parts with the routing key of their destination worker; with
+    ``every``, a delivery also sends each worker it has no rows for an empty table of the
+    schema (an outer join's workers must all know both sides' columns)."""
 
-    def __init__(self, op: str, keys: Sequence[str], routes: Sequence[int]) -> None:
+    def __init__(self, op: str, keys: Sequence[str], routes: Sequence[int],
+                 every: bool = False) -> None:
         super().__init__(op)
-        self.keys, self.routes = list(keys), list(routes)
+        self.keys, self.routes, self.every = list(keys), list(routes), every
         # The last single-chunk key column routed and its rows' workers: a table that brings
         # the very same key array again (the keys of a loop's nodes, iteration after
         # iteration) is routed without hashing.  Holding the array keeps its memory alive.
@@ -158,6 +161,10 @@ class Split(_Checked):
             table = self._check(edge, table)
             require_columns(self.op, table, self.keys)
             out.extend(split_table(table, self.keys, self.routes, self._workers(table)))
+        if self.every and messages:
+            empty = self.schemas[edge].empty_table()
+            reached = {route for route, _ in out}
+            out.extend((route, empty) for route in self.routes if route not in reached)
         if out:
             self.send_batch_by(0, out, time)
 
@@ -184,15 +191,19 @@ class Accumulate(_Checked):
     ``single(table)``, where given, when one table alone came: group_by's final step passes
     one worker's partial results on without grouping them again).  A
     ``streaming`` pre-combine (group_by's local step) inside a loop combines each delivery at
-    once instead, so an iteration waits for one notification less."""
+    once instead, so an iteration waits for one notification less.  With ``fill``, an input
+    that brought no table at a time is given to ``combine`` as an empty table of the schema it
+    has shown (None when it never brought one)."""
 
     def __init__(self, op: str, inputs: int, tagged: bool,
                  combine: Callable[[List[Optional[pa.Table]]], Optional[pa.Table]],
                  columns: Sequence[Sequence[str]] = (),
                  split_keys: Optional[Sequence[str]] = None,
                  routes: Sequence[int] = (), streaming: bool = False,
-                 single: Optional[Callable[[pa.Table], pa.Table]] = None) -> None:
+                 single: Optional[Callable[[pa.Table], pa.Table]] = None,
+                 fill: bool = False) -> None:
         super().__init__(op)
+        self.fill = fill
         self.single = single            # what one table alone becomes (one input only)
         self.inputs, self.tagged, self.combine = inputs, tagged, combine
         self.streaming = streaming      # a pre-combine: in a loop, combine batches as they come
@@ -226,7 +237,12 @@ class Accumulate(_Checked):
         if self.single is not None and len(lists) == 1 and len(lists[0]) == 1:
             self._send(self.single(lists[0][0]), time)
             return
-        self._send(self.combine([pa.concat_tables(ts) if ts else None for ts in lists]), time)
+        self._send(self.combine([pa.concat_tables(ts) if ts else self._empty(edge)
+                                 for edge, ts in enumerate(lists)]), time)
+
+    def _empty(self, edge: int) -> Optional[pa.Table]:
+        schema = self.schemas.get(edge) if self.fill else None
+        return None if schema is None else schema.empty_table()
 
     def _send(self, result: Optional[pa.Table], time: naiad.Timestamp) -> None:
         if result is None or result.num_rows == 0:
