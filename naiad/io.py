@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
@@ -45,7 +46,9 @@ class Input:
             raise NaiadError(msg)
 
     def on_next(self, records: Iterable[Any] = ()) -> None:
-        """Supply this process's records for the next epoch and seal that epoch."""
+        """Supply this process's records for the next epoch and seal that epoch.  A
+        ``pyarrow.Table`` (for :mod:`linq.frames`) is this process's share as one table, its
+        rows divided among the process's workers."""
         self._check("on_next")
         comp = self.comp
         epoch = self.epoch
@@ -81,6 +84,9 @@ class Input:
         return [(i.name, i.epoch) for i in self.comp.inputs if i is not self and not i.completed]
 
     def _as_list(self, records: Any) -> list:
+        arrow = sys.modules.get("pyarrow")
+        if arrow is not None and isinstance(records, (arrow.Table, arrow.RecordBatch)):
+            return self._table_share(arrow, records)
         if isinstance(records, (str, bytes, bytearray, dict)):
             msg = (f"input {self.name!r}: on_next takes an iterable of records (a list); got a "
                    f"{type(records).__name__}, whose {'keys' if isinstance(records, dict) else 'items'}"
@@ -93,6 +99,16 @@ class Input:
                    f"{type(records).__name__} {records!r:.80}; wrap one record in a list: "
                    "on_next([record])")
             raise TypeError(msg) from None
+
+    def _table_share(self, arrow: Any, table: Any) -> list:
+        """An Arrow table is one message of a frame stream, not an iterable of records: its
+        rows are divided among this process's workers as slices (no copy), in order."""
+        if isinstance(table, arrow.RecordBatch):
+            table = arrow.Table.from_batches([table])
+        n = self.comp.workers_per_process
+        size = max(1, -(-table.num_rows // n))
+        parts = [table.slice(i * size, size) for i in range(n) if i * size < table.num_rows]
+        return parts or [table]
 
     def on_completed(self) -> None:
         """No more epochs from this input."""

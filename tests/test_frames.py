@@ -329,3 +329,43 @@ def test_benchmark_word_split_is_str_split(seed):
     got = Counter(split_words(table)["word"].to_pylist())
     want = Counter(data.decode("utf-8", "replace").split())
     assert got == want
+
+
+class _Rows(naiad.Vertex):
+    """Sends on (this worker's index, the rows of each table it gets)."""
+
+    def on_recv(self, edge, message, time):
+        self.send_by(0, (self.index, message.num_rows), time)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_on_next_takes_a_table_as_this_process_share(cluster, batch):
+    """``inp.on_next(table)`` (API.md's frames input) is one table, not an iterable of columns:
+    its rows are divided among the process's workers as slices, and nothing is lost."""
+    import stages
+    lines = [f"w{i % 7} w{i % 3}" for i in range(23)]
+
+    def program(comp):
+        inp = comp.new_input()
+        got = stages.unary(inp.stream, _Rows).collect()
+        words = frames.of(inp.stream).map_batches(lambda t: pa.table(
+            {"word": pc.list_flatten(pc.utf8_split_whitespace(t["line"]))}))
+        counts = words.group_by("word", n=("word", "count")).to_records().collect()
+        comp.activate()
+        table = pa.table({"line": lines[comp.process_index::comp.processes]})
+        inp.on_next(table.to_batches()[0] if batch else table)
+        inp.on_next(pa.table({"line": pa.array([], pa.string())}))      # an empty epoch
+        inp.on_completed()
+        comp.join(timeout=60)
+        return got.results, counts.results.get(0, [])
+
+    parts = cluster.execute(program)
+    counts = Counter(dict(r for _, rows in parts for r in rows))
+    assert counts == Counter(w for line in lines for w in line.split())
+    per_worker = Counter()
+    for rows, _ in parts:
+        for worker, n in rows.get(0, []):
+            per_worker[worker] += n
+        assert sum(n for _, n in rows.get(1, [])) == 0
+    assert sum(per_worker.values()) == len(lines)
+    assert len(per_worker) == cluster.processes * cluster.workers   # every worker got a slice
