@@ -2,8 +2,9 @@
 
 Exchanging a table sends each row to the worker ``hash(row keys) % workers``, so the hash must
 not depend on the process (Python's ``hash`` of ``str`` is salted) nor on how a column happens
-to be stored: equal values hash equal whatever their integer width, and an integral float hashes
-as the integer it equals (as :func:`naiad.key_hash` does for Python values).  Numbers are mixed
+to be stored: equal values hash equal whatever their integer width, an integral float hashes
+as the integer it equals (as :func:`naiad.key_hash` does for Python values), and a decimal as
+the float nearest to it, whatever its scale.  Numbers are mixed
 with splitmix64 in numpy; strings and binaries hash each *distinct* value once (CRC-32 of its
 bytes, after a dictionary encoding) and the rows take their value's hash by index, so the cost
 per row stays a few vectorised operations.  Nulls hash to a constant.
@@ -66,6 +67,15 @@ def _bytes_hash(column: pa.ChunkedArray) -> np.ndarray:
     return per_value[indices] if len(per_value) else np.zeros(len(indices), np.uint64)
 
 
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    """A float or decimal column (without nulls) as float64: a decimal hashes as the float it
+    is nearest to, so equal decimals of any scale hash equal, and as a float of equal value
+    (values a float cannot tell apart just share a hash)."""
+    if pa.types.is_decimal(column.type):
+        column = column.cast(pa.float64(), safe=False)
+    return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
 def column_hash(column: pa.ChunkedArray) -> np.ndarray:
     """A uint64 hash per value of ``column``; equal values hash equal across types of a kind."""
     if isinstance(column, pa.Array):
@@ -78,21 +88,27 @@ def column_hash(column: pa.ChunkedArray) -> np.ndarray:
         out = _int_hash(column.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int64))
     elif pa.types.is_integer(t):
         out = _int_hash(column.fill_null(0).to_numpy(zero_copy_only=False))
-    elif pa.types.is_floating(t):
-        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+    elif pa.types.is_floating(t) or pa.types.is_decimal(t):
+        values = _floats(column.fill_null(0))
         integral = np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) < 2.0 ** 63)
         as_int = _int_hash(np.where(integral, values, 0).astype(np.int64))
         as_bits = _mix(values.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
         out = np.where(integral, as_int, as_bits)
-    elif pa.types.is_temporal(t):
+    elif pa.types.is_temporal(t) and not pa.types.is_interval(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         out = _int_hash(column.cast(width).fill_null(0).to_numpy(zero_copy_only=False))
     elif (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
           or pa.types.is_large_binary(t)):
         out = _bytes_hash(column)
+    elif pa.types.is_fixed_size_binary(t):
+        out = _bytes_hash(column.cast(pa.binary()))
+    elif pa.types.is_null(t):
+        return np.full(len(column), _NULL, np.uint64)
     else:
         msg = (f"cannot hash a key column of Arrow type {t}; keys may be integers, floats, "
-               "booleans, strings, binaries, dates or timestamps")
+               "decimals, booleans, strings, binaries (fixed-size too), dates, times, "
+               "timestamps or durations (nested types such as lists and structs cannot be "
+               "grouped or joined by Arrow either)")
         raise TypeError(msg)
     if column.null_count:
         out = np.where(column.is_null().to_numpy(zero_copy_only=False), _NULL, out)
@@ -141,8 +157,9 @@ def route_hash(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
         out = _fib(_numbers(column).astype(np.int64))
     elif pa.types.is_integer(t):
         out = _fib(_numbers(column))
-    elif pa.types.is_floating(t):
-        values = _numbers(column).astype(np.float64, copy=False)
+    elif pa.types.is_floating(t) or pa.types.is_decimal(t):
+        values = (_floats(column.fill_null(0)) if pa.types.is_decimal(t)
+                  else _numbers(column).astype(np.float64, copy=False))
         integral = np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) < 2.0 ** 63)
         as_bits = _mix(values.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
         out = np.where(integral, _fib(np.where(integral, values, 0).astype(np.int64)), as_bits)
