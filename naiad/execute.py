@@ -9,6 +9,7 @@ from naiad.config import check_options, positive_int
 from naiad.launch import launch_local
 from naiad.observe import watch
 from naiad.recovery.restart import execute_with_recovery
+from naiad.tracing import clear_attempts
 
 __all__ = ["execute", "run_program"]
 
@@ -39,6 +40,8 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
     positive_int("processes", processes)
     positive_int("workers", workers)
     options = check_options(options)
+    if options.get("trace"):
+        clear_attempts(options["trace"])      # an earlier run's failed attempts
     watching = None
     if processes == 1:        # more processes: the launcher serves the page (naiad.launch)
         options, watching = watch(options, options.get("secret"), in_process=True)

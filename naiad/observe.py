@@ -116,7 +116,8 @@ class Observer:
 
     def failed(self, exc: BaseException) -> None:
         if self.process_meter is not None:
-            self.process_meter.event("failure", error=f"{type(exc).__name__}: {exc}")
+            self.process_meter.event("failure", process=self.comp.process_index,
+                                     error=f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         """The computation ended: the last report, trace files closed."""

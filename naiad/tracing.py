@@ -6,24 +6,36 @@ failures).  Each line is one JSON event; the schema (version :data:`naiad.meter.
 is documented in docs/observability.md.  :func:`summarize` reports per stage the records in and
 out, batches and busy time; per connector the batches and records sent to each worker; and the
 slowest epochs, by the span from their input to the last callback that ran at them.
+
+A run that recovered from failures (``checkpoint_dir=``) keeps each failed attempt's files in
+``attempt-<n>/`` (:func:`keep_attempt`, called before the restart); the top level holds the
+attempt that ended the run.  :func:`read_trace` reads those too, and :func:`summarize` names
+each attempt's failure.  ``naiad.execute`` clears the attempts of an earlier run into the same
+directory (:func:`clear_attempts`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-__all__ = ["Trace", "read_trace", "summarize"]
+__all__ = ["Trace", "read_trace", "summarize", "keep_attempt", "clear_attempts"]
+
+_ATTEMPT = "attempt-"
 
 
 class Trace:
     """A trace directory's graph and events (events sorted by time)."""
 
-    def __init__(self, graph: Dict[str, Any], events: List[Dict[str, Any]], damaged: int):
+    def __init__(self, graph: Dict[str, Any], events: List[Dict[str, Any]], damaged: int,
+                 attempts: Optional[List[List[Dict[str, Any]]]] = None):
         self.graph = graph
         self.events = events
         self.damaged = damaged          # lines that were not JSON (a run killed mid-write)
+        self.attempts = attempts or []  # the events of each failed attempt, in order
 
     def stage_name(self, sid: int) -> str:
         stages = self.graph.get("stages", [])
@@ -43,6 +55,16 @@ def read_trace(path: str) -> Trace:
         raise FileNotFoundError(msg)
     graph_file = root / "graph.json"
     graph = json.loads(graph_file.read_text()) if graph_file.exists() else {}
+    events, damaged = _events(files)
+    attempts = []
+    for directory in _attempt_dirs(root):
+        before, bad = _events(sorted(directory.glob("*.jsonl")))
+        attempts.append(before)
+        damaged += bad
+    return Trace(graph, events, damaged, attempts)
+
+
+def _events(files: List[Path]) -> Tuple[List[Dict[str, Any]], int]:
     events, damaged = [], 0
     for f in files:
         with open(f, encoding="utf-8") as fh:
@@ -52,7 +74,32 @@ def read_trace(path: str) -> Trace:
                 except ValueError:
                     damaged += 1
     events.sort(key=lambda e: e.get("ts", 0.0))
-    return Trace(graph, events, damaged)
+    return events, damaged
+
+
+def _attempt_dirs(root: Path) -> List[Path]:
+    found = [(int(d.name[len(_ATTEMPT):]), d) for d in root.glob(_ATTEMPT + "*")
+             if d.is_dir() and d.name[len(_ATTEMPT):].isdigit()]
+    return [d for _, d in sorted(found)]
+
+
+def keep_attempt(path: Any, attempt: int) -> None:
+    """Move the trace files of a failed attempt (its processes have exited) into
+    ``PATH/attempt-<attempt>/``, so that the restarted run's files do not replace them."""
+    root = Path(os.fspath(path))
+    files = sorted(root.glob("*.jsonl"))
+    if not files:
+        return
+    kept = root / f"{_ATTEMPT}{attempt}"
+    kept.mkdir(mode=0o700, exist_ok=True)
+    for f in files:
+        os.replace(f, kept / f.name)
+
+
+def clear_attempts(path: Any) -> None:
+    """Remove the failed attempts an earlier run left in the trace directory ``path``."""
+    for directory in _attempt_dirs(Path(os.fspath(path))):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _table(header: Tuple[str, ...], rows: List[Tuple[Any, ...]]) -> List[str]:
@@ -119,8 +166,16 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
     if checkpoints:
         lines.append(f"checkpoints: {len(checkpoints)} (epochs "
                      f"{', '.join(str(c['epoch']) for c in checkpoints)})")
+    for n, before in enumerate(trace.attempts, 1):
+        failures = [e for e in before if e.get("ev") == "failure"]
+        if not failures:
+            lines.append(f"attempt {n} of {len(trace.attempts) + 1} failed without recording "
+                         "why (a process was killed?); restarted from the last checkpoint")
+        for f in failures:
+            lines.append(f"attempt {n} of {len(trace.attempts) + 1} failed, in "
+                         f"{_where(f)}: {f['error']}; restarted from the last checkpoint")
     for f in trace.of("failure"):
-        lines.append(f"failure in worker {f['w']}: {f['error']}")
+        lines.append(f"failure in {_where(f)}: {f['error']}")
     lines.append("")
     spans = {ep: epoch_last[ep] - epoch_first.get(ep, epoch_last[ep]) for ep in epoch_last}
     worst = sorted(spans, key=lambda ep: -spans[ep])[:slowest]
@@ -129,3 +184,8 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
             for ep in worst]
     lines += _table(("epoch", "span", "busy"), rows)
     return "\n".join(lines)
+
+
+def _where(event: Dict[str, Any]) -> str:
+    w = event.get("w", -1)
+    return f"worker {w}" if w >= 0 else f"process {event.get('process', '?')}"

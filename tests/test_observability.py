@@ -92,6 +92,52 @@ class _Boom(naiad.Vertex):
         raise RuntimeError("boom")
 
 
+class _BoomOnce(naiad.Vertex):
+    """Fails at epoch 2 while the file named by its stage does not exist, creating it."""
+
+    def on_recv(self, edge, message, time):
+        import pathlib
+        flag = pathlib.Path(self.stage.name.split("@", 1)[1])
+        if time.epoch == 2 and not flag.exists():
+            flag.touch()
+            raise RuntimeError("boom at epoch 2")
+        self.send_by(0, message, time)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_recovered_failure_stays_in_the_trace(tmp_path, processes):
+    """A run that restarts after a failure keeps the failed attempt's trace in attempt-1/; the
+    summary names the failure; the run's own files are the final attempt's; a later run into
+    the same directory clears the old attempts."""
+    trace = tmp_path / "trace"
+    flag = tmp_path / "failed-once"
+
+    def program(comp):
+        inp = comp.new_input()
+        out = stages.unary(inp.stream, _BoomOnce, name=f"boom@{flag}").collect()
+        comp.activate()
+        for e in range(4):
+            inp.on_next([e] if comp.process_index == 0 else [])
+        inp.on_completed()
+        comp.join(timeout=30)
+        return out.results
+
+    results = naiad.execute(program, processes=processes, trace=trace,
+                            checkpoint_dir=tmp_path / "ckpt", checkpoint_every=1)
+    assert sorted(r for part in results for rs in part.values() for r in rs) == [0, 1, 2, 3]
+    assert flag.exists() and (trace / "attempt-1").is_dir()
+    t = read_trace(str(trace))
+    assert len(t.attempts) == 1
+    failed = [e for e in t.attempts[0] if e["ev"] == "failure"]
+    assert failed and all("boom at epoch 2" in e["error"] for e in failed)
+    assert not list(t.of("failure"))                      # the final attempt did not fail
+    assert any(e["ev"] == "end" for e in t.events)
+    text = summarize(t)
+    assert "attempt 1 of 2 failed" in text and "boom at epoch 2" in text
+    naiad.execute(_traced, trace=trace)
+    assert not (trace / "attempt-1").exists() and not read_trace(str(trace)).attempts
+
+
 def test_without_trace_or_monitor_no_worker_is_metered():
     comp = naiad.Computation(workers=2)
     inp = comp.new_input()

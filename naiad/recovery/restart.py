@@ -10,6 +10,7 @@ from naiad.launch import launch_local
 from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.recovery.logs import OutputLost
 from naiad.errors import GraphError, NaiadError
+from naiad.tracing import keep_attempt
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
 
@@ -50,6 +51,8 @@ def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, work
                        f"last failure: {type(exc).__name__}: {exc}")
                 raise RecoveryFailed(msg) from exc
             attempt += 1
+            if options.get("trace"):      # the failed attempt's trace stays readable
+                keep_attempt(options["trace"], attempt)
             import logging      # here: only a run that restarts logs
             logging.getLogger("naiad.recovery").warning("computation failed (%s: %s); restart %d of %d from the last checkpoint "
                         "in %s", type(exc).__name__, exc, attempt, restarts,
