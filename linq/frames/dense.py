@@ -56,6 +56,8 @@ def dense_group_by(table: pa.Table, keys: Sequence[str],
             return None
     lo, hi = pc.min_max(key).values()
     lo, hi = lo.as_py(), hi.as_py()
+    if hi >= 2 ** 63:         # uint64 keys beyond int64: Arrow's own grouping
+        return None
     width = hi - lo + 1
     if width > SPREAD * table.num_rows + 1024:
         return None

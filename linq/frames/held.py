@@ -34,7 +34,19 @@ import naiad
 from linq.frames.hashing import row_hash
 from linq.frames.vertices import FrameError, _Checked, require_columns
 
-__all__ = ["KeyIndex", "HeldJoin", "join_tables"]
+__all__ = ["KeyIndex", "HeldJoin", "join_tables", "check_key_types"]
+
+
+def check_key_types(op: str, a: pa.Table, b: pa.Table, a_keys: Sequence[str],
+                    b_keys: Sequence[str]) -> None:
+    """Arrow joins key columns of equal types only: a FrameError naming both otherwise."""
+    for x, y in zip(a_keys, b_keys):
+        tx, ty = a.schema.field(x).type, b.schema.field(y).type
+        if tx != ty:
+            msg = (f"{op}: the key columns {x!r} ({tx}) and {y!r} ({ty}) have different "
+                   f"types, and Arrow joins equal types only; cast one side's key column "
+                   f"first (map_batches with table.cast(schema))")
+            raise FrameError(msg)
 
 
 def _int_key(table: pa.Table, keys: Sequence[str]) -> Optional[np.ndarray]:
@@ -341,6 +353,8 @@ class HeldJoin(_Checked):
             if varying is not None and keep:
                 return varying
             return index.table if index is not None and self.every else None
+        tables = [varying, index.table] if h == 1 else [index.table, varying]
+        check_key_types(self.op, tables[0], tables[1], self.keys[0], self.keys[1])
         if varying.num_rows == 0 and not self.every:
             return None
         pairs = index.probe(varying, self.keys[v])

@@ -27,7 +27,7 @@ import stages
 from naiad.graph import Stream
 from naiad.partition import route_keys
 from linq.frames.dense import dense_group_by
-from linq.frames.held import HeldJoin
+from linq.frames.held import HeldJoin, check_key_types
 from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
 from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
@@ -131,6 +131,11 @@ class FrameStream:
         if not aggs:
             msg = "group_by needs at least one aggregation, e.g. n=('word', 'count')"
             raise TypeError(msg)
+        clash = [name for name in aggs if name in keys]
+        if clash:
+            msg = (f"group_by({', '.join(keys)}): the aggregation {clash[0]}= would replace the "
+                   f"key column {clash[0]!r} in the output; give the aggregation another name")
+            raise ValueError(msg)
         partial: List[Tuple[str, str, str]] = []      # (column, kernel, partial name)
         final: List[Tuple[str, str, List[str]]] = []  # (output name, how, partial names)
         for name, spec in aggs.items():
@@ -211,12 +216,13 @@ class FrameStream:
             raise ValueError(msg)
         other = of(other)
         op = f"join({', '.join(left_keys)} = {', '.join(right_keys)})"
-        # Beyond an inner join, every worker must know both sides' schemas to lay out its
-        # rows as the others do (nulls for the side it got no rows of): each split sends
-        # the workers it has no rows for an empty table of the schema.
+        # Every worker must know both sides' schemas: to lay out its rows as the others do
+        # (nulls for the side it got no rows of), and to refuse key columns of different
+        # types whichever rows it got.  So each split sends the workers it has no rows for an
+        # empty table of the schema.
         outer = how != "inner"
-        left = self._split(f"{op}.left", left_keys, every=outer)
-        right = other._split(f"{op}.right", right_keys, every=outer)
+        left = self._split(f"{op}.left", left_keys, every=True)
+        right = other._split(f"{op}.right", right_keys, every=True)
         kind = _JOINS[how]
         marks = [held(left), held(right)]
         if (marks[0] is None) != (marks[1] is None):
@@ -229,6 +235,7 @@ class FrameStream:
                 if how == "inner" or (a is None and how == "left") or (b is None and how == "right"):
                     return None
                 return a if b is None else b
+            check_key_types(op, a, b, left_keys, right_keys)
             return a.join(b, keys=left_keys, right_keys=right_keys, join_type=kind,
                           use_threads=False)
 
