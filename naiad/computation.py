@@ -396,10 +396,13 @@ class Computation:
             self._early.abandon()
             self._early = None
 
-    def shutdown(self) -> None:
-        """Stop the workers without waiting for completion (after the program itself failed)."""
+    def shutdown(self, exc: Optional[BaseException] = None) -> None:
+        """Stop the workers without waiting for completion (after the program itself failed
+        with ``exc``: that is the computation's failure, and the other processes get it)."""
         self._abandon_connection()
         if self._state == "active":
+            if exc is not None:
+                self.fail(exc)
             if self.coordinator is not None and self._failure is None:
                 self.coordinator.settle()   # a checkpoint being written is finished first
             if self.fabric is not None:
@@ -423,9 +426,9 @@ def run_program(program: Callable[[Computation], Any], comp: Computation) -> Any
     """Run ``program(comp)``; afterwards nothing of the computation is left running."""
     try:
         result = program(comp)
-    except BaseException:
-        comp.shutdown()
-        if comp._failure is not None:
+    except BaseException as exc:
+        comp.shutdown(exc)
+        if comp._failure is not None and comp._failure is not exc:
             raise comp._failure
         raise
     comp.finish()

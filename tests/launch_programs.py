@@ -88,3 +88,15 @@ def differing_graphs(comp: naiad.Computation) -> None:
     comp.activate()
     inp.on_completed()
     comp.join(timeout=20)
+
+
+def raises_after_activate_in_one(comp: naiad.Computation) -> None:
+    """Process 1's program raises after activate; process 0 waits in join for the epochs."""
+    inp = comp.new_input(name="lines")
+    inp.stream.collect()
+    comp.activate()
+    if comp.process_index == 1:
+        raise ValueError("process 1's program gave up after activate")
+    inp.on_next(["a"])
+    inp.on_completed()
+    comp.join(timeout=60)

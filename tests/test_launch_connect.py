@@ -142,6 +142,32 @@ def test_a_program_failing_before_activate_is_the_reported_cause():
     assert time.monotonic() - t0 < 20
 
 
+def test_a_program_raising_after_activate_fails_every_process_at_once():
+    """The program of process 1 raises after activate: process 0, waiting in join, fails with
+    that error in seconds (before, process 1 waited heartbeat_timeout + 2 s for a goodbye that
+    never came, and process 0 waited in join until killed), launched or started by hand."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="gave up after activate"):
+        naiad.execute(lp.raises_after_activate_in_one, processes=2, heartbeat_timeout=20)
+    assert time.monotonic() - t0 < 5
+    root = Path(__file__).resolve().parents[1]
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    env = dict(os.environ, PYTHONPATH=str(root), NAIAD_SECRET=SECRET)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run",
+                               "tests.launch_programs:raises_after_activate_in_one",
+                               "-p", str(i), "-n", "2", "-h", *hosts],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=root) for i in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert time.monotonic() - t0 < 10, outs
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0 and "gave up after activate" in err, err
+
+
 def test_processes_that_never_activate_end_cleanly_whatever_their_pace():
     # Each connects at its start and says goodbye when its program returns, early or late.
     assert naiad.execute(lp.returns_at_its_own_pace, processes=3) == [0, 1, 2]
