@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from naiad.config import ProcessConfig, parse_args
+from naiad.config import ProcessConfig, parse_args, unknown_flags
 from naiad.computation import Computation, run_program
 from naiad.cli_tools import (UsageError, configure_graph, configure_trace, draw_graph,
                              load_program, trace_command)
@@ -79,6 +79,11 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.target)
+    extra = unknown_flags(args.flags)
+    if extra:
+        msg = (f"run: unrecognized arguments: {' '.join(extra)} (the flags are -p ID -n N -t T "
+               "-h HOST:PORT ...)")
+        raise UsageError(msg)
     comp = Computation.from_args(args.flags)
     comp.connect()          # meet the other processes while the program builds its graph
     result = run_program(program, comp)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optiona
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
-__all__ = ["ProcessConfig", "parse_args", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
+__all__ = ["ProcessConfig", "parse_args", "unknown_flags", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
            "describe"]
 
 
@@ -187,6 +187,16 @@ def _flag_parser(prog: str = "naiad") -> "argparse.ArgumentParser":
                    help="one host:port per process, in process order")
     p.add_argument("--help", action="help", help="show this help and exit")
     return p
+
+
+def unknown_flags(argv: Sequence[str]) -> List[str]:
+    """The arguments of ``argv`` that are not Naiad's process flags (a command that takes
+    nothing else refuses them: a misspelt ``--treads 2`` must not run with one worker).
+
+    >>> unknown_flags(["-p", "0", "-n", "2", "--treads", "2"])
+    ['--treads', '2']
+    """
+    return list(_flag_parser().parse_known_args(list(argv))[1])
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:

@@ -5,7 +5,7 @@ Such a sample takes its own options and Naiad's process flags (``-p -n -t -h``, 
 
 >>> parser = spmd_parser("samples.demo", "A demo.")
 >>> _ = parser.add_argument("--rounds", type=int, default=3)
->>> args, flags = parser.parse_known_args(["--rounds", "5", "-p", "0", "-n", "1"])
+>>> args, flags = spmd_args(parser, ["--rounds", "5", "-p", "0", "-n", "1"])
 >>> args.rounds, flags
 (5, ['-p', '0', '-n', '1'])
 """
@@ -13,8 +13,11 @@ Such a sample takes its own options and Naiad's process flags (``-p -n -t -h``, 
 from __future__ import annotations
 
 import argparse
+from typing import Optional, Sequence
 
-__all__ = ["spmd_parser"]
+import naiad.config
+
+__all__ = ["spmd_parser", "spmd_args"]
 
 NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -p, --procid ID          this process's index (default 0)
@@ -32,3 +35,13 @@ def spmd_parser(prog: str, description: str) -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--help", action="help", help="show this help and exit")
     return parser
+
+
+def spmd_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]):
+    """The sample's options and Naiad's flags; anything neither knows is a usage error
+    (exit code 2, naming it)."""
+    args, flags = parser.parse_known_args(argv)
+    extra = naiad.config.unknown_flags(flags)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args, flags

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import spmd_parser
+from samples._options import spmd_args, spmd_parser
 
 __all__ = ["CollatzStep", "Pair", "prepare", "collatz", "collatz_steps", "program", "merge",
            "main"]
@@ -123,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = spmd_parser("naiad sample collatz", __doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=1000)
-    args, naiad_flags = parser.parse_known_args(argv)
+    args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)
     from naiad.execute import run_program
     steps, alive = run_program(functools.partial(program, limit=args.limit), comp)

@@ -32,7 +32,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import spmd_parser
+from samples._options import spmd_args, spmd_parser
 
 __all__ = ["END", "Symmetrize", "Propagate", "components", "random_graph", "oracle",
            "program", "main"]
@@ -187,7 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = spmd_parser("naiad sample components_vertex", __doc__.split("\n")[0])
     parser.add_argument("--random", type=int, default=None, metavar="NODES")
     parser.add_argument("--seed", type=int, default=0)
-    args, naiad_flags = parser.parse_known_args(argv)
+    args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)
     if args.random:
         graph: Sequence[Edge] = random_graph(args.random, args.random, args.seed)

@@ -303,6 +303,17 @@ def test_exit_codes_and_messages():
     assert "no such key" in failed.stderr and "Traceback" not in failed.stderr
     debug = call("--debug", "run", "tests.dist_programs:failing")
     assert debug.returncode == 1 and "Traceback" in debug.stderr
+    # A flag no one knows is a usage error naming it, not a run with the defaults.
+    for args, bad in ((("run", "samples.hello:program", "--treads", "2"), "--treads 2"),
+                      (("run", "samples.hello:program", "extra"), "extra"),
+                      (("sample", "hello", "--bogus"), "--bogus"),
+                      (("sample", "collatz", "--limit", "5", "--procs", "2"), "--procs 2"),
+                      (("sample", "components_vertex", "--nodes"), "--nodes"),
+                      (("sample", "wordcount_vertex", "-x"), "-x")):
+        wrong = call(*args)
+        assert wrong.returncode == 2 and f"unrecognized arguments: {bad}" in wrong.stderr, (
+            args, wrong.returncode, wrong.stderr)
+    assert call("sample", "hello", "-t", "2").returncode == 0
 
 
 def test_pyspark_imports_without_warnings():
