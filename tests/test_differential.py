@@ -10,6 +10,7 @@ import pytest
 
 import naiad
 from linq import differential as dd
+from linq.core import UserFunctionError
 from linq.differential import Collection
 from linq.differential.testing import arrangement_sizes, run_dd
 from naiad.testing import shard
@@ -119,6 +120,34 @@ def test_unhashable_key_is_named():
     with pytest.raises(naiad.VertexError) as err:
         run_dd(lambda c: c.count(bad_key), [1, 2])
     assert "bad_key" in str(err.value) and "unhashable" in str(err.value)
+
+
+def _first(r):
+    return r["id"]          # records here are ints: raises
+
+
+def _as_list(r):
+    return [r]
+
+
+@pytest.mark.parametrize("build, names", [
+    (lambda c: c.sum(key=lambda r: 0, value=_first), ["sum(<lambda>, _first)", "the value _first",
+                                                      "TypeError", "called with 1"]),
+    (lambda c: c.min(key=lambda r: 0, value=_first), ["min(<lambda>, _first)", "the value _first"]),
+    (lambda c: c.map(_as_list).count(), ["count: a record of type list is unhashable",
+                                         "convert lists to tuples"]),
+    (lambda c: c.map(_as_list).distinct(), ["distinct: a record of type list is unhashable"]),
+    (lambda c: c.antijoin(c, key=_as_list), ["antijoin(_as_list)", "the key _as_list returned "
+                                             "unhashable list"]),
+])
+def test_value_functions_and_unhashable_records_are_named(build, names):
+    """A value function that raises, and records a reduction must hash, are named with the
+    operator and the record (not a bare 'failed on a batch'); antijoin names itself."""
+    with pytest.raises(naiad.VertexError) as err:
+        run_dd(build, [1, 2])
+    assert isinstance(err.value.__cause__, UserFunctionError), err.value
+    for name in names:
+        assert name in str(err.value), (name, str(err.value))
 
 
 def test_body_returning_something_else():

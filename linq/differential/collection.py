@@ -24,7 +24,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tup
 import stages
 from naiad.errors import GraphError
 from naiad.graph import Stream
-from linq.core import UserFunctionError, call, emit, label, need_callable
+from linq.core import HASHABLE, UserFunctionError, call, emit, label, need_callable
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -100,8 +100,19 @@ def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
     raise ValueError(msg)
 
 
-def _diagnose(steps: Tuple[Step, ...], then_role: Optional[Tuple[str, str, Callable]] = None):
-    """Replays a failing batch record by record to name the operator, function and record."""
+def _hashable(op: str, role: str, x: Any) -> None:
+    try:
+        hash(x)
+    except TypeError:
+        raise UserFunctionError(op, role, None, (x,), f"of type {type(x).__name__} is "
+                                "unhashable", "hashable records, since they are grouped and "
+                                "compared by value", "convert lists to tuples") from None
+
+
+def _diagnose(steps: Tuple[Step, ...], then: Optional[Tuple[str, Any, Any]] = None):
+    """Replays a failing batch record by record to name the operator, function and record;
+    ``then`` is ``(op, key, value)`` of the arrangement that follows the steps (as
+    :meth:`Collection._keyed` takes them): keys and values must be hashable."""
     def diagnose(batch: list, time: Any) -> None:
         for r, d in batch:
             recs = [r]
@@ -121,10 +132,17 @@ def _diagnose(steps: Tuple[Step, ...], then_role: Optional[Tuple[str, str, Calla
                     else:
                         nxt.append(x)
                 recs = nxt
-            if then_role is not None:
-                op, role, f = then_role
+            if then is not None:
+                op, key, value = then
                 for x in recs:
-                    call(op, role, f, (x,))
+                    if key is None:
+                        _hashable(op, "record", x)
+                    else:
+                        call(op, "key", key, (x,), HASHABLE)
+                    if callable(value):
+                        _hashable(op, "value", call(op, "value", value, (x,)))
+                    elif value is None and key is not None:
+                        _hashable(op, "record", x)
     return diagnose
 
 
@@ -226,9 +244,7 @@ class Collection:
                 return triples(sums)
             then = summed
         fn = _batch_fn(self._steps, then)
-        role_fn = k if k is not None else v if callable(v) else None
-        diagnose = _diagnose(self._steps, (op, "key" if role_fn is k else "value", role_fn)
-                             if role_fn is not None else None)
+        diagnose = _diagnose(self._steps, (op, k, v))
         name = f"{op}.arrange"
         return stages.unary(self._stream, lambda: LinearVertex(name, fn, diagnose), name=name)
 
@@ -357,9 +373,13 @@ class Collection:
 
     def semijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
         """The records whose ``key(record)`` is in ``keys`` (taken as a set)."""
-        self._same("semijoin", keys)
-        need_callable("semijoin", "key", key, "key(record) -> hashable")
-        op = label("semijoin", key)
+        return self._semijoin("semijoin", keys, key)
+
+    def _semijoin(self, name: str, keys: "Collection", key: Callable[[Any], Hashable]
+                  ) -> "Collection":
+        self._same(name, keys)
+        need_callable(name, "key", key, "key(record) -> hashable")
+        op = label(name, key)
         left = self._keyed(op, key, None)
         right = keys.distinct()._keyed(op, None, False)
         out = stages.binary(left, right, lambda: JoinVertex(op, _left, key),
@@ -368,7 +388,7 @@ class Collection:
 
     def antijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
         """The records whose ``key(record)`` is not in ``keys`` (taken as a set)."""
-        return self.concat(self.semijoin(keys, key).negate())
+        return self.concat(self._semijoin("antijoin", keys, key).negate())
 
     # ---- outputs ---------------------------------------------------------------------------
     def collect(self) -> "Collected":
