@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
@@ -27,6 +28,10 @@ from naiad.picture import graph_dot
 from naiad.worker import Worker
 
 __all__ = ["Computation", "run_program", "OPTIONS", "check_options"]
+
+STOP_WAIT = 2.0
+"""Seconds a computation stopped by its program's error waits for its workers to stop; a
+worker still in a vertex callback then is left to end with it (and named in a warning)."""
 
 class Computation:
     """One process's part of a timely dataflow computation (SPMD: every process builds the same graph).
@@ -316,10 +321,12 @@ class Computation:
         self._state = "joined"
 
     def describe_progress(self) -> str:
-        """What the first live worker still waits for (active pointstamps)."""
+        """What the first live worker still waits for (active pointstamps), and which vertex
+        callbacks the workers are in now."""
+        busy = [b for b in (w.describe_callback() for w in self._workers if not w.finished) if b]
         for w in self._workers:
             if not w.finished:
-                return w.describe_progress()
+                return "; ".join([w.describe_progress()] + busy)
         return "nothing (all workers finished)"
 
     def halt_subscribers(self, timeout: float) -> None:
@@ -329,9 +336,19 @@ class Computation:
         for sub in self.subscriptions:
             sub.halt(timeout)
 
-    def _close(self) -> None:
+    def _close(self, wait: float = 5.0) -> None:
+        """Release everything, after waiting (``wait`` s in all) for the worker threads: one
+        still in a vertex callback then is left to end with it, and named in a warning."""
+        deadline = _time.monotonic() + wait
         for t in self._threads:
-            t.join(timeout=5.0)
+            t.join(timeout=max(0.0, deadline - _time.monotonic()))
+        stuck = [w.describe_callback() or f"worker {w.index}"
+                 for w, t in zip(self._workers, self._threads) if t.is_alive()]
+        if stuck:
+            import logging      # here: only a stuck run logs
+            logging.getLogger("naiad").warning(
+                "the computation stopped, but %s; its thread ends when that callback returns",
+                "; ".join(stuck))
         partition.release_caches()      # the keys of this run need not outlive it
         for sub in self.subscriptions:
             sub.close()                 # the subscribers finish what they were handed
@@ -407,8 +424,8 @@ class Computation:
                 self.coordinator.settle()   # a checkpoint being written is finished first
             if self.fabric is not None:
                 self.fabric.stop("the program stopped")
-            self._done.wait(10.0)
-            self._close()
+            self._done.wait(STOP_WAIT)
+            self._close(wait=5.0 if self._done.is_set() else 0.5)
             self._state = "stopped"
 
     def finish(self) -> None:

@@ -12,6 +12,8 @@ it is idle, flush the transport and block on the inbox (bounded).
 from __future__ import annotations
 
 import math
+import sys
+import threading
 import time as _time
 from queue import Empty
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ __all__ = ["Worker"]
 
 _BUSY, _DONE = Step.BUSY, Step.DONE
 _WAIT_SECONDS = 1.0          # an idle worker looks at its inbox and the computation this often
+_CALLBACKS = frozenset({"on_recv", "on_recv_batch", "on_notify"})
 
 
 class Worker:
@@ -48,6 +51,7 @@ class Worker:
         # call for all of them) before this worker takes an epoch of input.
         self.flush_inputs = comp.store.flush_inputs if comp.store is not None else None
         self.finished = False
+        self.thread_id: int = 0              # the thread running it, once it runs
         self.state = WorkerState(
             index, local_index, comp.workers, graph, reach,
             initial_pointstamps=comp.initial_pointstamps, restored=comp.restored,
@@ -71,9 +75,32 @@ class Worker:
         """The active pointstamps of this worker's view, for a diagnostic."""
         return self.state.describe_progress()
 
+    def describe_callback(self) -> str:
+        """Which vertex callback this worker's thread is in now, and where in it (the
+        innermost frame), or ``""``: read from the thread's frames, so nothing is recorded
+        on the way in and out of callbacks."""
+        frame = sys._current_frames().get(self.thread_id) if self.thread_id else None
+        innermost = frame
+        from naiad.vertex import Vertex
+        while frame is not None:
+            if frame.f_code.co_name in _CALLBACKS:
+                vertex = frame.f_locals.get("self")
+                if isinstance(vertex, Vertex) and getattr(vertex, "_stagedef", None) is not None:
+                    where = ""
+                    if innermost is not None and innermost is not frame:
+                        code = innermost.f_code
+                        where = f", now in {code.co_name} ({code.co_filename}:{innermost.f_lineno})"
+                    t = frame.f_locals.get("time", frame.f_locals.get("time_"))
+                    at = f" at {t!r}" if t is not None else ""
+                    return (f"worker {self.index} is in stage {vertex._stagedef.name!r}"
+                            f".{frame.f_code.co_name}{at}{where}")
+            frame = frame.f_back
+        return ""
+
     # ---- the thread ---------------------------------------------------------------------------
     def run(self) -> None:
         """Run until the computation completes or is stopped; errors go to the computation."""
+        self.thread_id = threading.get_ident()
         gcpolicy.enter()
         try:
             self._loop()

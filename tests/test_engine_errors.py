@@ -336,3 +336,35 @@ def test_bad_arguments():
         naiad.execute("program")
     with pytest.raises(TypeError, match="partition_by"):
         stages.unary(naiad.Computation().new_input().stream, Id, partition_by="key")
+
+
+class _Stuck(naiad.Vertex):
+    """Its callback does not return for 20 s (a user function that hangs)."""
+
+    def on_recv(self, edge, message, time):
+        import time as clock
+        clock.sleep(20)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_join_timeout_names_the_callback_a_worker_is_stuck_in(processes):
+    """comp.join(timeout) raises in time, naming the stage, callback, time and the user code
+    the worker is in; execute then returns in seconds (not after 15 s of waiting for a thread
+    that cannot stop), leaving the stuck thread to end with its callback."""
+    import time as clock
+
+    def program(comp):
+        inp = comp.new_input()
+        stages.unary(inp.stream, _Stuck, name="stuck").collect()
+        comp.activate()
+        inp.on_next([1])            # every worker of every process gets stuck
+        inp.on_completed()
+        comp.join(timeout=0.5)
+
+    t0 = clock.monotonic()
+    with pytest.raises(TimeoutError) as err:
+        naiad.execute(program, processes=processes)
+    assert clock.monotonic() - t0 < 8
+    msg = str(err.value)
+    assert "did not finish within 0.5 s" in msg
+    assert "is in stage 'stuck'.on_recv at Timestamp(0)" in msg, msg
