@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
 from naiad.config import OPTIONS, check_options, parse_args, positive_int
+from naiad.console import FrontierProgress
 from naiad.errors import NaiadError, RemoteFailure
 from naiad.recovery.coordinator import Coordinator
 from naiad.recovery.store import CheckpointStore
@@ -72,6 +73,7 @@ class Computation:
         self.fabric: Any = None
         self._workers: List[Worker] = []
         self._threads: List[threading.Thread] = []
+        self._progress: Optional[FrontierProgress] = None     # the default progress line
         self._state = "building"
         self._failure: Optional[BaseException] = None
         self.failure_origin: Optional[int] = None   # the process it came from, if another
@@ -211,6 +213,15 @@ class Computation:
             self._threads.append(t)
         for t in self._threads:
             t.start()
+        if (self.options["progress"] is None and self.process_index == 0
+                and FrontierProgress.wanted()):
+            self._progress = FrontierProgress(self._frontier_view)
+
+    def _frontier_view(self) -> Dict[str, Any]:
+        """What the default progress line shows: this process's view of the frontier."""
+        live = [w for w in self._workers if not w.finished]
+        return {"times": live[0].tracker.active_times() if live else [],
+                "epochs_fed": self.epochs_fed, "done": not live, "now": _time.monotonic()}
 
     def _prepare_recovery(self) -> None:
         """Find the checkpoint to resume from (if any) and Naiad's initial pointstamps."""
@@ -342,6 +353,9 @@ class Computation:
         deadline = _time.monotonic() + wait
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - _time.monotonic()))
+        if self._progress is not None:
+            self._progress.stop()       # the last line, when one was shown
+            self._progress = None
         stuck = [w.describe_callback() or f"worker {w.index}"
                  for w, t in zip(self._workers, self._threads) if t.is_alive()]
         if stuck:

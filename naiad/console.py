@@ -9,6 +9,11 @@ line to stderr per ``interval`` seconds, for logs.  The figures:
 * iteration: the highest loop counter in the frontier at that epoch (for iterative programs);
 * records/s: records received by all stages, over the last interval.
 
+Without ``progress=`` (``None``), :class:`FrontierProgress` shows a run that lasts longer than
+:data:`LONG_RUN` seconds, from process 0's own view of the frontier (nothing is metered): epochs
+complete, the iteration, and their rates; on a terminal a live line, otherwise INFO records of
+the ``naiad.progress`` logger.
+
 >>> line = describe({"epochs_complete": 3, "iteration": 7, "rate": 125000.0, "records": 10**6,
 ...                  "done": False})
 >>> line
@@ -17,12 +22,15 @@ line to stderr per ``interval`` seconds, for logs.  The figures:
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
 from typing import Any, Callable, Dict, Optional
 
 from naiad.ticker import Ticker
 
-__all__ = ["summary", "describe", "ConsoleProgress"]
+__all__ = ["summary", "describe", "ConsoleProgress", "LONG_RUN", "frontier_summary",
+           "describe_frontier", "FrontierProgress"]
 
 
 def summary(view: Dict[str, Any], previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -40,9 +48,10 @@ def summary(view: Dict[str, Any], previous: Optional[Dict[str, Any]] = None) -> 
                 if t[0] == least and t[1]:
                     iteration = max(iteration or 0, t[1][-1])
     done = bool(view.get("finished")) or (seen and least is None)
-    rate = 0.0
     if previous is not None and view["now"] > previous["now"]:
         rate = max(0.0, (records - previous["records"]) / (view["now"] - previous["now"]))
+    else:                # the first line: the average since the run started
+        rate = records / max(view["now"], 1e-3)
     if done:             # the final line: the average since the first report
         history = view.get("history") or [[0.0, 0]]
         rate = records / max(view["now"] - history[0][0], 1e-3)
@@ -73,37 +82,146 @@ def _tqdm() -> Any:
 class ConsoleProgress:
     """Shows ``view()`` (a monitor view) on stderr every ``interval`` seconds until stopped."""
 
+    delay = 0.0          # seconds before the first line
+
     def __init__(self, view: Callable[[], Dict[str, Any]], interval: Optional[float] = None,
                  stream: Any = None):
         self.view = view
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
-        self.bar = (_tqdm()(total=None, unit="epoch", desc="naiad", file=self.stream,
-                         bar_format="{desc}: {n} epochs complete{postfix}")
-                    if self.tty else None)
+        self.bar: Any = None                # the live line, made at the first one shown
         self.last: Optional[Dict[str, Any]] = None
         self.lines = 0
+        self.started = time.monotonic()
         self._ticker = Ticker(self._show, self.interval, "naiad-console")
 
+    def summarize(self, view: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return summary(view, self.last) if view.get("workers") else None
+
+    def describe(self, s: Dict[str, Any]) -> str:
+        return describe(s)
+
+    def postfix(self, s: Dict[str, Any]) -> str:
+        post = f"{s['rate']:,.0f} records/s"
+        return f"iteration {s['iteration']}, {post}" if s["iteration"] is not None else post
+
+    def emit(self, text: str) -> None:
+        print(f"naiad: {text}", file=self.stream, flush=True)
+
     def _show(self) -> None:
-        view = self.view()
-        if not view.get("workers"):
+        if time.monotonic() - self.started < self.delay:
             return
-        s = summary(view, self.last)
+        s = self.summarize(self.view())
+        if s is None:
+            return
         self.last = s
-        if self.bar is not None:
+        if self.tty:
+            if self.bar is None:
+                self.bar = _tqdm()(total=None, unit="epoch", desc="naiad", file=self.stream,
+                                   initial=s["epochs_complete"],
+                                   bar_format="{desc}: {n} epochs complete{postfix}")
             self.bar.n = s["epochs_complete"]
-            post = f"{s['rate']:,.0f} records/s"
-            if s["iteration"] is not None:
-                post = f"iteration {s['iteration']}, {post}"
-            self.bar.set_postfix_str(post, refresh=True)
+            self.bar.set_postfix_str(self.postfix(s), refresh=True)
         else:
-            print(f"naiad: {describe(s)}", file=self.stream, flush=True)
+            self.emit(self.describe(s))
             self.lines += 1
 
     def stop(self) -> None:
-        """Show the final state and stop."""
+        """Show the final state (if a line was shown, once the delay is over) and stop."""
         self._ticker.stop()
         if self.bar is not None:
             self.bar.close()
+
+
+LONG_RUN = 5.0
+"""Seconds a run goes on before ``progress=None`` (the default) starts showing its progress."""
+
+
+def frontier_summary(view: Dict[str, Any],
+                     previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The figures of the default progress line, from one process's view of the frontier (no
+    meters): ``view`` holds ``times`` (of the active pointstamps), ``epochs_fed``, ``done``
+    and ``now`` (seconds).  Rates are over the last interval: epochs, and iterations while
+    the least epoch is in a loop.
+
+    >>> from naiad.progress.timestamp import Timestamp
+    >>> first = frontier_summary({"times": [Timestamp(3, (4,)), Timestamp(5)], "epochs_fed": 6,
+    ...                           "done": False, "now": 10.0})
+    >>> later = frontier_summary({"times": [Timestamp(3, (8,))], "epochs_fed": 6,
+    ...                           "done": False, "now": 12.0}, first)
+    >>> describe_frontier(later)
+    '3 epochs complete, iteration 8 (2.0 iterations/s)'
+    """
+    least: Optional[int] = None
+    iteration: Optional[int] = None
+    for t in view["times"]:
+        if least is None or t.epoch < least:
+            least, iteration = t.epoch, None
+        if t.epoch == least and t.counters:
+            iteration = max(iteration or 0, t.counters[-1])
+    done = bool(view["done"])
+    complete = view["epochs_fed"] if done or least is None else least
+    epoch_rate = iteration_rate = None
+    if previous is not None and view["now"] > previous["now"]:
+        dt = view["now"] - previous["now"]
+        epoch_rate = max(0.0, (complete - previous["epochs_complete"]) / dt)
+        if (iteration is not None and previous["iteration"] is not None
+                and complete == previous["epochs_complete"]):
+            iteration_rate = max(0.0, (iteration - previous["iteration"]) / dt)
+    return {"epochs_complete": complete, "iteration": iteration, "epoch_rate": epoch_rate,
+            "iteration_rate": iteration_rate, "done": done, "now": view["now"]}
+
+
+def describe_frontier(s: Dict[str, Any]) -> str:
+    """One line of text for a :func:`frontier_summary`."""
+    n = s["epochs_complete"]
+    parts = [f"{n} epoch{'s' if n != 1 else ''} complete"]
+    if s["epoch_rate"]:
+        parts[0] += f" ({s['epoch_rate']:,.1f} epochs/s)"
+    if s["iteration"] is not None:
+        it = f"iteration {s['iteration']}"
+        if s["iteration_rate"] is not None:
+            it += f" ({s['iteration_rate']:,.1f} iterations/s)"
+        parts.append(it)
+    text = ", ".join(parts)
+    return text + " (finished)" if s["done"] else text
+
+
+class FrontierProgress(ConsoleProgress):
+    """The default progress of a long run (``progress=None``), shown by process 0 from its own
+    view of the frontier once the run has lasted :data:`LONG_RUN` seconds: a live line when
+    stderr is a terminal, else INFO records of the ``naiad.progress`` logger (one per
+    ``interval``).  Nothing is metered, and a short run shows nothing."""
+
+    delay = LONG_RUN
+
+    def __init__(self, view: Callable[[], Dict[str, Any]], stream: Any = None):
+        self.log = logging.getLogger("naiad.progress")
+        stream = stream if stream is not None else sys.stderr
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+        super().__init__(view, interval=0.5 if tty else 10.0, stream=stream)
+
+    @staticmethod
+    def wanted(stream: Any = None) -> bool:
+        """Whether anything would be shown: stderr is a terminal, or the logger takes INFO."""
+        stream = stream if stream is not None else sys.stderr
+        return (bool(getattr(stream, "isatty", lambda: False)())
+                or logging.getLogger("naiad.progress").isEnabledFor(logging.INFO))
+
+    def summarize(self, view: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return frontier_summary(view, self.last)
+
+    def describe(self, s: Dict[str, Any]) -> str:
+        return describe_frontier(s)
+
+    def postfix(self, s: Dict[str, Any]) -> str:
+        parts = [f"{s['epoch_rate']:,.1f} epochs/s"] if s["epoch_rate"] else []
+        if s["iteration"] is not None:
+            rate = s["iteration_rate"]
+            parts.append(f"iteration {s['iteration']}"
+                         + (f" ({rate:,.1f} iterations/s)" if rate is not None else ""))
+        return ", ".join(parts)
+
+    def emit(self, text: str) -> None:
+        self.log.info("naiad: %s", text)

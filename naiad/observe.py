@@ -149,9 +149,11 @@ def watch(options: Dict[str, Any], secret: Any, in_process: bool):
         return options, None
     server = _monitor().serve(port if port is not None else 0,
                            _monitor().report_token(resolve_secret(secret)))
+    # The processes show no progress of their own when this one shows it (progress=True).
+    shown = None if progress is None else False
     if in_process:
-        options = dict(options, monitor=server.port, progress=None)
+        options = dict(options, monitor=server.port, progress=shown)
     else:
-        options = dict(options, monitor=None, report_to=server.url, progress=None)
+        options = dict(options, monitor=None, report_to=server.url, progress=shown)
     console = ConsoleProgress(server.state.view) if progress else None
     return options, Watch(server, console)

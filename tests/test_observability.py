@@ -290,7 +290,90 @@ def test_progress_is_a_live_line_on_a_terminal():
     assert "naiad: 12 epochs complete" in frames[-1] and "records/s" in frames[-1]
 
 
-def _slow_epochs(comp):
+def _in_a_terminal(code: str, timeout: float = 60) -> str:
+    """Run ``python -c code`` with a pseudo-terminal as stdin, stdout and stderr; its output."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave,
+                            stderr=slave, close_fds=True)
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.wait(timeout=timeout) == 0, out
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_long_run_shows_its_progress_on_a_terminal_by_default(processes):
+    """progress=None (the default): once a run has lasted LONG_RUN seconds, process 0 draws a
+    live line from its own view of the frontier (epochs, iterations, rates; nothing metered);
+    a shorter run shows nothing.  In one process the delay is shortened for the test."""
+    # The children of a 2-process run start with the real delay: that run lasts over 6 s.
+    short = "import naiad.console as c; c.FrontierProgress.delay = 0.5; " if processes == 1 else ""
+    pause = 0.15 if processes == 1 else 0.55
+    code = (f"{short}import functools, tests.test_observability as t, naiad; "
+            f"naiad.execute(functools.partial(t._slow_epochs, pause={pause}), "
+            f"processes={processes})")
+    out = _in_a_terminal(code)
+    frames = [f for f in out.split("\r") if "epochs complete" in f]
+    assert len(frames) >= 3, out                                  # redrawn in place
+    assert "naiad: 12 epochs complete" in frames[-1], frames[-1]
+    assert any("epochs/s" in f for f in frames), frames
+    assert "records/s" not in out                                  # no meters: no records
+    quick = _in_a_terminal("import tests.test_observability as t, naiad; "
+                           "naiad.execute(t._epochs)")
+    assert "epochs complete" not in quick, quick
+    if processes == 1:
+        off = _in_a_terminal(f"{short}import tests.test_observability as t, naiad; "
+                             f"naiad.execute(t._slow_epochs, progress=False)")
+        assert "epochs complete" not in off, off
+
+
+def test_the_default_progress_is_logged_when_stderr_is_not_a_terminal(caplog, monkeypatch):
+    """Not on a terminal, the default progress goes to the naiad.progress logger (INFO), and
+    only when that logger takes INFO: otherwise nothing is started."""
+    import logging
+    from naiad.console import FrontierProgress
+    monkeypatch.setattr(FrontierProgress, "delay", 0.2)
+    with caplog.at_level(logging.INFO, logger="naiad.progress"):
+        naiad.execute(_slow_epochs)
+    lines = [r.getMessage() for r in caplog.records if r.name == "naiad.progress"]
+    assert lines and lines[-1] == "naiad: 12 epochs complete (finished)", lines
+    assert not FrontierProgress.wanted() or sys.stderr.isatty()   # pytest's stderr, INFO off
+
+
+def test_a_looping_run_shows_its_iteration():
+    from naiad.console import describe_frontier, frontier_summary
+    from naiad.progress.timestamp import Timestamp
+    first = frontier_summary({"times": [Timestamp(0, (3,)), Timestamp(1)], "epochs_fed": 2,
+                              "done": False, "now": 1.0})
+    assert describe_frontier(first) == "0 epochs complete, iteration 3"
+    later = frontier_summary({"times": [Timestamp(1)], "epochs_fed": 2, "done": False,
+                              "now": 3.0}, first)
+    assert describe_frontier(later) == "1 epoch complete (0.5 epochs/s)"
+    done = frontier_summary({"times": [], "epochs_fed": 2, "done": True, "now": 4.0}, later)
+    assert describe_frontier(done) == "2 epochs complete (1.0 epochs/s) (finished)"
+
+
+def _slow_epochs(comp, pause=0.15):
     import time
     inp = comp.new_input(name="numbers")
     probe = stages.unary(inp.stream, _Forward, partition_by=lambda r: r, name="forward").probe()
@@ -298,6 +381,6 @@ def _slow_epochs(comp):
     for e in range(12):
         inp.on_next(range(100))
         probe.wait(e, timeout=30)
-        time.sleep(0.15)
+        time.sleep(pause)
     inp.on_completed()
     comp.join(timeout=30)

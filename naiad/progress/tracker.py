@@ -197,6 +197,11 @@ class Tracker:
         """Whether no pointstamp is active."""
         return not self._precursors
 
+    def active_times(self) -> list[Timestamp]:
+        """The times of the active pointstamps; safe to call from another thread (the keys
+        are copied in one step, under the GIL)."""
+        return [t for _, t in list(self._precursors)]
+
     def active(self) -> dict[Pointstamp, int]:
         """The active pointstamps with their (positive) occurrence counts."""
         return {p: self._counts[p] for p in self._precursors}
