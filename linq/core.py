@@ -28,7 +28,7 @@ from naiad.vertex import Vertex
 
 __all__ = ["UserFunctionError", "MapVertex", "PerTimeVertex", "call", "check_each",
            "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE",
-           "check_hashable", "check_keys", "emit", "LinqVertex"]
+           "check_hashable", "require_hashable", "check_keys", "emit", "LinqVertex"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -158,16 +158,21 @@ def check_each(op: str, role: str, fn: Callable, expect: Optional[str] = None):
     return diagnose
 
 
+def require_hashable(op: str, role: str, r: Any) -> None:
+    """A UserFunctionError naming ``op`` unless ``r`` (a record, a value) is hashable."""
+    try:
+        hash(r)
+    except TypeError:
+        raise UserFunctionError(op, role, None, (r,), f"of type {type(r).__name__} is "
+                                "unhashable", "hashable records, since they are "
+                                "compared by value", "convert lists to tuples") from None
+
+
 def check_hashable(op: str, role: str = "record"):
     """A diagnosis for operators that put records themselves in sets or dicts."""
     def diagnose(edge: int, records: Iterable[Any]) -> None:
         for r in records:
-            try:
-                hash(r)
-            except TypeError:
-                raise UserFunctionError(op, role, None, (r,), f"of type {type(r).__name__} is "
-                                        "unhashable", "hashable records, since they are "
-                                        "compared by value", "convert lists to tuples") from None
+            require_hashable(op, role, r)
     return diagnose
 
 

@@ -258,34 +258,9 @@ def test_progress_is_logged_when_stderr_is_not_a_terminal(capfd, processes):
 
 
 def test_progress_is_a_live_line_on_a_terminal():
-    import fcntl
-    import os
-    import pty
-    import select
-    import struct
-    import termios
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    code = ("import sys, tests.test_observability as t, naiad; "
-            "naiad.execute(t._slow_epochs, workers=2, progress=True)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave,
-                            stderr=slave, close_fds=True)
-    os.close(slave)
-    out = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 0.5)
-        if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            out += data
-        elif proc.poll() is not None:
-            break
-    assert proc.wait(timeout=60) == 0
-    frames = [f for f in out.decode(errors="replace").split("\r") if "epochs complete" in f]
+    out = _in_a_terminal("import sys, tests.test_observability as t, naiad; "
+                         "naiad.execute(t._slow_epochs, workers=2, progress=True)")
+    frames = [f for f in out.split("\r") if "epochs complete" in f]
     assert len(frames) >= 3, out                         # redrawn in place, several times
     assert "naiad: 12 epochs complete" in frames[-1] and "records/s" in frames[-1]
 

@@ -24,7 +24,8 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tup
 import stages
 from naiad.errors import GraphError
 from naiad.graph import Stream
-from linq.core import HASHABLE, UserFunctionError, call, emit, label, need_callable
+from linq.core import (HASHABLE, UserFunctionError, call, emit, label, need_callable,
+                        require_hashable)
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -100,15 +101,6 @@ def _step_fn(kind: str, f: Callable) -> Callable[[list, Any], list]:
     raise ValueError(msg)
 
 
-def _hashable(op: str, role: str, x: Any) -> None:
-    try:
-        hash(x)
-    except TypeError:
-        raise UserFunctionError(op, role, None, (x,), f"of type {type(x).__name__} is "
-                                "unhashable", "hashable records, since they are grouped and "
-                                "compared by value", "convert lists to tuples") from None
-
-
 def _diagnose(steps: Tuple[Step, ...], then: Optional[Tuple[str, Any, Any]] = None):
     """Replays a failing batch record by record to name the operator, function and record;
     ``then`` is ``(op, key, value)`` of the arrangement that follows the steps (as
@@ -136,13 +128,13 @@ def _diagnose(steps: Tuple[Step, ...], then: Optional[Tuple[str, Any, Any]] = No
                 op, key, value = then
                 for x in recs:
                     if key is None:
-                        _hashable(op, "record", x)
+                        require_hashable(op, "record", x)
                     else:
                         call(op, "key", key, (x,), HASHABLE)
                     if callable(value):
-                        _hashable(op, "value", call(op, "value", value, (x,)))
+                        require_hashable(op, "value", call(op, "value", value, (x,)))
                     elif value is None and key is not None:
-                        _hashable(op, "record", x)
+                        require_hashable(op, "record", x)
     return diagnose
 
 
