@@ -21,22 +21,24 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, RESULT, MessageReader, rendezvous_timeout,
-                          send_message)
+from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, RESULT, MessageReader, read_first,
+                          rendezvous_timeout, send_message)
 from naiad.placement import bind_cpus
 
 
 class LinkRendezvous:
     """The rendezvous over the link: send this process's endpoint, wait for everyone's."""
 
-    def __init__(self, link: socket.socket, index: int, timeout: float = 60.0):
+    def __init__(self, link: socket.socket, index: int, timeout: float = 60.0,
+                 reader: Optional[MessageReader] = None):
         self.link, self.index, self.timeout = link, index, timeout
         self.endpoints: "queue.Queue[List[str]]" = queue.Queue()
         self._sending = threading.Lock()   # the connecting thread and the main one both send
+        self._reader = reader or MessageReader()
         threading.Thread(target=self._read, name="naiad-link", daemon=True).start()
 
     def _read(self) -> None:
-        reader = MessageReader()
+        reader = self._reader
         while True:
             try:
                 data = self.link.recv(1 << 16)
@@ -87,13 +89,21 @@ def main(argv) -> int:
     index, processes, workers = int(index), int(processes), int(workers)
     link = socket.socket(fileno=int(fd))
     link.set_inheritable(False)        # the program's own subprocesses do not hold it open
-    rendezvous = LinkRendezvous(link, index)     # from now on, the launcher's end is watched
+    # The options (with the run's secret) are the link's first message: the computation
+    # connects to the others (on a thread) while this process imports the program's modules.
+    reader = MessageReader()
+    try:
+        kind, body = read_first(link, reader)
+    except (OSError, EOFError):
+        return 3                       # the launcher is gone
+    rendezvous = LinkRendezvous(link, index, reader=reader)   # the launcher's end is watched
     comp: Optional[Computation] = None
     result: tuple
     try:
-        # The options come first, alone: the computation connects to the others (on a thread)
-        # while this process imports linq and the program's modules.
-        options = dict(pickle.loads((Path(workdir) / "options.pkl").read_bytes()))
+        if kind != OPTIONS:
+            raise ComputationFailed(f"process {index}: the launcher sent {kind!r} first, "
+                                    "not the options")
+        options = dict(pickle.loads(body))
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous

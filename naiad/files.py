@@ -10,10 +10,13 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import List
 
-__all__ = ["write_atomic", "make_dirs", "sync_dir", "open_private"]
+__all__ = ["write_atomic", "make_dirs", "sync_dir", "open_private", "private_dir"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
@@ -26,8 +29,9 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     if sync:
         for d in created:
             _fsync_dir(d.parent)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # this user's only
+    # A fresh name, created here (O_EXCL: never a file or link planted under that name).
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)  # this user's only
     with open(fd, "wb") as f:
         f.write(data)
         if sync:
@@ -84,7 +88,37 @@ def _fsync_dir(directory: Path) -> None:
 
 
 
-def open_private(path: Path, buffering: int = 0):
-    """``path`` opened for appending, created readable and writable by this user only."""
-    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab",
-                buffering=buffering)
+def open_private(path: Path, buffering: int = 0, truncate: bool = False):
+    """``path`` opened for appending (emptied first with ``truncate``), created readable and
+    writable by this user only; a symbolic link there is refused (OSError), not followed."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | (os.O_TRUNC if truncate else 0)
+    return open(os.open(path, flags, 0o600), "ab", buffering=buffering)
+
+
+def private_dir(directory: Path, what: str, why: str = "what is read from it is trusted") -> Path:
+    """``directory``, created 0700 (with its missing parents) or, when it exists, checked: it
+    must belong to this user and be writable by this user only (``why``); a PermissionError
+    naming ``what`` says how to fix it otherwise.
+
+    >>> import tempfile, pathlib
+    >>> top = pathlib.Path(tempfile.mkdtemp())
+    >>> oct(private_dir(top / "trace", "trace directory").stat().st_mode & 0o777)
+    '0o700'
+    >>> (top / "shared").mkdir(mode=0o777); os.chmod(top / "shared", 0o777)
+    >>> private_dir(top / "shared", "trace directory")
+    Traceback (most recent call last):
+    ...
+    PermissionError: trace directory ... mode 0o777; what is read from it is trusted, so it must belong to you and be writable by you only (chmod 700 ...) or use another directory
+    """
+    directory = Path(directory)
+    make_dirs(directory, 0o700)
+    if directory.is_symlink() or not directory.is_dir():
+        msg = f"{what} {directory} is not a directory (a symbolic link is not taken either)"
+        raise PermissionError(msg)
+    st = directory.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        msg = (f"{what} {directory} belongs to uid {st.st_uid} with mode "
+               f"{oct(st.st_mode & 0o777)}; {why}, so it must belong to you and be writable "
+               f"by you only (chmod 700 {directory}) or use another directory")
+        raise PermissionError(msg)
+    return directory

@@ -36,12 +36,13 @@ from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
 from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["launch_local", "program_payload", "write_atomic", "send_message", "MessageReader", "ENDPOINT",
-           "ENDPOINTS", "ACTIVE", "RESULT", "rendezvous_timeout"]
+           "ENDPOINTS", "ACTIVE", "RESULT", "OPTIONS", "rendezvous_timeout", "read_first"]
 
-ENDPOINT, ENDPOINTS, ACTIVE, RESULT = b"E", b"A", b"V", b"R"
+ENDPOINT, ENDPOINTS, ACTIVE, RESULT, OPTIONS = b"E", b"A", b"V", b"R", b"O"
 """Kinds of message on a link: a child's endpoint (sent when its computation is made, which
 starts connecting at once), everyone's endpoints, a child's entering ``activate``, a child's
-result."""
+result, and the run's options (with its secret: the first message to a child, so that the
+secret never touches the disk)."""
 
 _HEADER = struct.Struct("!cQ")      # kind, length of the body
 
@@ -86,6 +87,17 @@ class MessageReader:
     def _take(self, n: int) -> Any:
         """All pieces as one bytes-like object (joined only if there are several)."""
         return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+
+
+def read_first(link: socket.socket, reader: MessageReader) -> Tuple[bytes, bytes]:
+    """The first message of a link, read before anything else is (EOFError if it closes)."""
+    while True:
+        data = link.recv(1 << 16)
+        if not data:
+            raise EOFError("the link closed before its first message")
+        got = reader.feed(data)
+        if got:
+            return got[0]
 
 
 def rendezvous_timeout(options: Dict[str, Any]) -> float:
@@ -150,12 +162,12 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
     restore: Callable[[], None] = lambda: None
     links: List[socket.socket] = []
     try:
-        payload = program_payload(program, options)
-        # Not fsynced: the files live as long as this run, a machine crash ends both.  The
-        # options also travel alone: a child reads them first and connects to the others
-        # while it imports the program's modules.
-        write_atomic(workdir / "program.pkl", payload, sync=False)
-        write_atomic(workdir / "options.pkl", _options_payload(options), sync=False)
+        # Not fsynced: the file lives as long as this run, a machine crash ends both.  It
+        # holds the program only: the options, with the run's secret, go to each child over
+        # its private link, first, so that it connects to the others while it imports the
+        # program's modules (and a launcher killed with SIGKILL leaves no secret on disk).
+        write_atomic(workdir / "program.pkl", program_payload(program), sync=False)
+        opts = _options_payload(options)
         restore = _terminate_as_exit()
         procs = []
         for i in range(processes):
@@ -166,6 +178,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                        str(workers), str(theirs.fileno())]
                 procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
                                               pass_fds=(theirs.fileno(),)))
+            send_message(mine, OPTIONS, opts)
         return _Supervisor(procs, links, rendezvous_timeout(options),
                            float(options.get("heartbeat_timeout") or 6.0)).run()
     finally:

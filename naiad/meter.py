@@ -19,7 +19,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Tuple
+
+from naiad.files import open_private, private_dir
 
 
 __all__ = ["Meter", "trace_file", "time_json", "SCHEMA_VERSION"]
@@ -31,8 +34,9 @@ _FLUSH_EVERY = 256            # events buffered between writes
 
 
 def trace_file(directory: str, name: str) -> str:
-    """The path of one writer's trace file (the directory is created private)."""
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    """The path of one writer's trace file (the directory is created private, or checked to
+    be: another user must not read the trace, nor plant links in it)."""
+    private_dir(Path(directory), "trace directory", "the trace shows what the run computed")
     return os.path.join(directory, f"{name}.jsonl")
 
 
@@ -71,7 +75,7 @@ class Meter:
         if trace_dir is not None:
             path = trace_file(trace_dir, name or f"worker-{worker}")
             # This run's file replaces an older run's; created readable by this user only.
-            self._out = open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+            self._out = open_private(Path(path), buffering=-1, truncate=True)
             self.event("start", process=process, schema=SCHEMA_VERSION)
 
     # ---- events -------------------------------------------------------------------------------

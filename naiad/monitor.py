@@ -3,8 +3,10 @@
 ``execute(..., monitor=PORT)`` serves ``http://127.0.0.1:PORT/`` from the process that called it
 (the launcher, or the Spark driver); each process of the computation sends a snapshot of its
 workers' counters (:class:`naiad.meter.Meter`) twice a second: directly when it is the serving
-process, otherwise as JSON in an HTTP POST to ``/report`` carrying a token derived from the run's
-secret (a stranger cannot forge a report; nothing received is ever unpickled).  The page itself
+process, otherwise as JSON in an HTTP POST to ``/report`` signed with a key derived from the
+run's secret (an HMAC of the report and the time it was sent; the key itself never travels, so
+whoever receives a report cannot forge another, and a report older than a minute, or seen
+before, is refused; nothing received is ever unpickled).  The page itself
 (``naiad/monitor_page.html``, shipped in the package, no asset from the internet) polls
 ``/state`` and draws the graph, each stage's frontier and counts, throughput over time, per-worker
 busy time, checkpoints and failures.  The server stays up after the computation ends, so the
@@ -41,12 +43,19 @@ _servers: Dict[int, "MonitorServer"] = {}
 _servers_lock = threading.Lock()
 
 
+_FRESH = 60.0                  # seconds a signed report stays acceptable
+
+
 def report_token(secret: Union[str, bytes, None]) -> Optional[str]:
-    """The token a process shows when reporting: an HMAC of the run's secret (None: no secret)."""
+    """The key reports are signed with: an HMAC of the run's secret (None: no secret)."""
     if not secret:
         return None
     key = secret.encode() if isinstance(secret, str) else secret
     return hmac.new(key, b"naiad-monitor-report", hashlib.sha256).hexdigest()
+
+
+def _signature(token: str, sent: str, body: bytes) -> str:
+    return hmac.new(token.encode(), sent.encode() + b"." + body, hashlib.sha256).hexdigest()
 
 
 class MonitorState:
@@ -122,17 +131,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found", "text/plain")
 
     def do_POST(self) -> None:  # noqa: N802
-        token = self.server.monitor.token
-        given = self.headers.get("X-Naiad-Token", "")
+        monitor = self.server.monitor
         length = int(self.headers.get("Content-Length") or 0)
-        if self.path != "/report" or token is None or not hmac.compare_digest(given, token):
-            self._send(403, b"reports need the run's token", "text/plain")
+        if self.path != "/report" or monitor.token is None:
+            self._send(403, b"reports need the run's signature", "text/plain")
             return
         if length > _MAX_REPORT:
             self._send(413, b"report too large", "text/plain")
             return
+        body = self.rfile.read(length)
+        if not monitor.accept(self.headers.get("X-Naiad-Time", ""),
+                              self.headers.get("X-Naiad-Signature", ""), body):
+            self._send(403, b"reports need the run's signature", "text/plain")
+            return
         try:
-            report = json.loads(self.rfile.read(length))
+            report = json.loads(body)
             self.server.monitor.state.update(report)
         except (ValueError, KeyError, TypeError) as exc:
             self._send(400, f"bad report: {exc}".encode(), "text/plain")
@@ -159,10 +172,32 @@ class MonitorServer:
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/"
         self.token = token
+        self.seen: Dict[str, float] = {}     # signatures accepted in the last _FRESH seconds
+        self._seen_lock = threading.Lock()
         self.state = MonitorState()
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="naiad-monitor",
                                        daemon=True)
         self.thread.start()
+
+    def accept(self, sent: str, signature: str, body: bytes) -> bool:
+        """Whether a report carries this run's signature, was sent in the last minute (by the
+        clock of this machine: reports come over loopback) and was not accepted before."""
+        token = self.token
+        try:
+            age = time.time() - float(sent)
+        except ValueError:
+            return False
+        if token is None or not -_FRESH < age < _FRESH:
+            return False
+        if not hmac.compare_digest(signature, _signature(token, sent, body)):
+            return False
+        now = time.time()
+        with self._seen_lock:
+            if signature in self.seen:
+                return False
+            self.seen = {s: t for s, t in self.seen.items() if now - t < 2 * _FRESH}
+            self.seen[signature] = now
+        return True
 
     def close(self) -> None:
         """Stop serving (the page is gone after this)."""
@@ -199,9 +234,12 @@ def local_server(port: int) -> Optional[MonitorServer]:
 
 def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2.0) -> None:
     """Send one snapshot to a monitor served by another process."""
-    req = urllib.request.Request(url + "report", data=json.dumps(report).encode(), method="POST",
+    body = json.dumps(report).encode()
+    sent = f"{time.time():.6f}"
+    req = urllib.request.Request(url + "report", data=body, method="POST",
                                  headers={"Content-Type": "application/json",
-                                          "X-Naiad-Token": token})
+                                          "X-Naiad-Time": sent,
+                                          "X-Naiad-Signature": _signature(token, sent, body)})
     with urllib.request.urlopen(req, timeout=timeout):
         pass
 

@@ -434,3 +434,36 @@ def test_the_launchers_sigterm_handler_lasts_only_as_long_as_the_run():
     before = _signal.getsignal(_signal.SIGTERM)
     assert naiad.execute(dist_programs.wordcount, processes=2)
     assert _signal.getsignal(_signal.SIGTERM) is before
+
+
+def test_sigkill_to_the_launcher_leaves_no_secret_on_disk(tmp_path):
+    """A launcher killed outright cannot clean up: its private directory may stay, but the
+    run's secret never was in it (the options travel over each child's private link), and the
+    children end with the launcher."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    launcher = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, TMPDIR=str(tmp)),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    children = []
+    while time.monotonic() < deadline and len(children) < 2:
+        children = procfs.children(launcher.pid)
+        time.sleep(0.1)
+    assert len(children) == 2, "the run did not start"
+    time.sleep(1.0)                       # the children have their options and connected
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(timeout=20)
+    left = [f for d in tmp.glob("naiad-*") for f in d.rglob("*") if f.is_file()]
+    assert left, "nothing to look at: the directory went after all"
+    for f in left:
+        assert b"naiad-key:" not in f.read_bytes(), f"{f} holds the run's secret"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and [c for c in children if procfs.alive(c)]:
+        time.sleep(0.1)
+    assert not [c for c in children if procfs.alive(c)], "children outlived the launcher"

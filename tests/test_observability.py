@@ -138,6 +138,25 @@ def test_a_recovered_failure_stays_in_the_trace(tmp_path, processes):
     assert not (trace / "attempt-1").exists() and not read_trace(str(trace)).attempts
 
 
+def test_a_trace_directory_others_could_write_is_refused(tmp_path):
+    """The trace shows what the run computed, and its files are opened for writing: a
+    directory another user could write (or plant links in), or a link to one, is refused;
+    one this run creates is 0700 with 0600 files."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(PermissionError, match=r"trace directory .*shared .* mode 0o777.*chmod 700"):
+        naiad.execute(_traced, trace=shared)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path)
+    with pytest.raises(PermissionError, match="symbolic link is not taken"):
+        naiad.execute(_traced, trace=link, processes=2)
+    fresh = tmp_path / "fresh" / "trace"
+    naiad.execute(_traced, trace=fresh, processes=2)
+    assert fresh.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in fresh.iterdir()} == {0o600}
+
+
 def test_without_trace_or_monitor_no_worker_is_metered():
     comp = naiad.Computation(workers=2)
     inp = comp.new_input()
@@ -209,7 +228,7 @@ def test_naiad_graph_says_how_to_install_graphviz_when_it_is_missing(tmp_path):
 
 
 # ---- the monitor's server -----------------------------------------------------------------------
-def test_reports_need_the_runs_token():
+def test_reports_need_the_runs_signature_and_cannot_be_replayed():
     server = monitor.serve(0, monitor.report_token("a secret"))
     try:
         report = {"process": 0, "processes": 1, "workers": [], "graph": {}}
@@ -221,6 +240,25 @@ def test_reports_need_the_runs_token():
         monitor.post_report(server.url, monitor.report_token("a secret"), report)
         assert server.state.view()["reported"] == 1
         page = urllib.request.urlopen(server.url).read().decode()
+        # What a report carries can be replayed by whoever received it: refused, as is a
+        # report signed more than a minute ago; the key itself is never sent.
+        import time as clock
+        key = monitor.report_token("a secret")
+        body = json.dumps(report).encode()
+
+        def post(sent):
+            headers = {"X-Naiad-Time": sent,
+                       "X-Naiad-Signature": monitor._signature(key, sent, body)}
+            assert key not in str(headers)
+            request = urllib.request.Request(server.url + "report", data=body, method="POST",
+                                             headers=headers)
+            return urllib.request.urlopen(request).status
+        now = f"{clock.time():.6f}"
+        assert post(now) == 204
+        for sent in (now, f"{clock.time() - 120:.6f}", "yesterday"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                post(sent)
+            assert err.value.code == 403, sent
         assert "<title>Naiad monitor</title>" in page and "src=\"http" not in page and "href=\"http" not in page
     finally:
         server.close()

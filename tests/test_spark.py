@@ -173,6 +173,51 @@ def test_source_of_an_rdd_with_epochs(spark):
     assert merged == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
 
 
+class _Planted:
+    """A record whose unpickling would create the file named (what an attacker plants)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_source_reads_only_its_own_authenticated_partitions(spark, tmp_path):
+    """An RDD's partition files are unpickled only with the source's HMAC: a pickle planted
+    beside them is never read, and a partition changed after Spark wrote it is refused by
+    name, before anything in it is unpickled.  A given path that others could write is
+    refused at the call."""
+    import pickle
+    rdd = spark.sparkContext.parallelize(list(range(10)), 3)
+    pwned = tmp_path / "pwned"
+    where = tmp_path / "src"
+
+    def program(comp):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        src.rows(comp).feed(inp)
+        comp.join()
+        return sorted(r for recs in got.results.values() for r in recs)
+
+    with naiad.spark.source(rdd, path=str(where)) as src:
+        (where / "part-99999.pkl").write_bytes(pickle.dumps([_Planted(str(pwned))]))
+        parts = naiad.execute(program, processes=2)
+        assert sorted(r for p in parts for r in p) == list(range(10))
+        victim = where / "part-00001.pkl"
+        victim.write_bytes(victim.read_bytes()[:40] + pickle.dumps([_Planted(str(pwned))]))
+        with pytest.raises(naiad.NaiadError, match=r"part-00001.pkl: chunk 0 does not carry "
+                                                   r"this source's HMAC"):
+            naiad.execute(program, processes=2)
+    assert not pwned.exists()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(PermissionError, match="Spark source directory .* mode 0o777"):
+        naiad.spark.source(rdd, path=str(shared))
+
+
 class Explode(naiad.Vertex):
     def on_recv(self, edge, message, time):
         if message[0] == 42:

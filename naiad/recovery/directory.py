@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 
 from naiad.errors import NaiadError
+from naiad.files import private_dir
 
 __all__ = ["CheckpointInUse", "check_private", "lock", "directory_key"]
 
@@ -26,12 +27,7 @@ class CheckpointInUse(NaiadError):
 
 def check_private(root: Path) -> None:
     """Refuse a directory someone else could write (PermissionError saying how to fix it)."""
-    st = root.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        msg = (f"checkpoint directory {root} belongs to uid {st.st_uid} with mode "
-               f"{oct(st.st_mode & 0o777)}; recovery unpickles what it holds, so it must belong "
-               f"to you and be writable by you only (chmod 700 {root}) or use another directory")
-        raise PermissionError(msg)
+    private_dir(root, "checkpoint directory", "recovery unpickles what it holds")
 
 
 def lock(root: Path, process: int) -> int:

@@ -19,11 +19,15 @@ import glob
 import os
 import pickle
 import reprlib
+import secrets
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from naiad.errors import NaiadError
+from naiad.files import private_dir
+from naiad.spark.parts import first_unpicklable, read_parts, write_part
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -239,17 +243,20 @@ class SparkSource:
     programs run by :func:`naiad.execute`.  Picklable: the program's closure carries it."""
 
     def __init__(self, path: str, kind: str, columns: Optional[List[str]],
-                 epochs: Optional[EpochSpec], owned: bool):
+                 epochs: Optional[EpochSpec], owned: bool, names: Sequence[str] = (),
+                 key: Optional[bytes] = None):
         self.path = path
         self.kind = kind
         self.columns = columns
         self.epochs = epochs
         self.owned = owned
+        self.names = list(names)        # the partition files Spark wrote, in partition order
+        self.key = key                  # the HMAC key of pickled partitions
 
     def files(self) -> List[str]:
-        """The partition files, in partition order."""
-        pattern = "part-*.parquet" if self.kind == "parquet" else "part-*.pkl"
-        return sorted(glob.glob(os.path.join(self.path, pattern)))
+        """The partition files Spark wrote for this source, in partition order (nothing else
+        that the directory may hold)."""
+        return [os.path.join(self.path, n) for n in self.names]
 
     def rows(self, comp=None, *, process_index: Optional[int] = None,
              processes: Optional[int] = None) -> PartitionRows:
@@ -266,8 +273,10 @@ class SparkSource:
         if self.kind == "parquet":
             return PartitionRows(columns=self.columns, batches=_parquet_batches(mine),
                                  epochs=self.epochs, process_index=process_index)
-        return PartitionRows(columns=None, records=_pickled_records(mine), epochs=self.epochs,
-                             process_index=process_index)
+        assert self.key is not None
+        indexes = list(range(len(self.names)))[process_index::processes]
+        return PartitionRows(columns=None, records=read_parts(mine, self.key, indexes),
+                             epochs=self.epochs, process_index=process_index)
 
     def close(self) -> None:
         """Remove the files (only a directory this source created)."""
@@ -290,50 +299,16 @@ def _parquet_batches(files: List[str]) -> Iterator:
         yield from pq.ParquetFile(f).iter_batches(batch_size=65536)
 
 
-def _pickled_records(files: List[str]) -> Iterator:
-    for f in files:
-        with open(f, "rb") as fh:
-            while True:
-                try:
-                    chunk = pickle.load(fh)
-                except EOFError:
-                    break
-                yield from chunk
-
-
 class _WritePickled:
-    """Executor side of :func:`source` for RDDs: one file of pickled chunks per partition."""
+    """Executor side of :func:`source` for RDDs: one authenticated file per partition."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, key: bytes):
         self.path = path
+        self.key = key
 
     def __call__(self, index: int, records: Iterator) -> Iterator[int]:
-        final = os.path.join(self.path, f"part-{index:05d}.pkl")
-        tmp = final + ".tmp"
-        n = 0
-        with open(tmp, "wb") as fh:
-            chunk: list = []
-            for r in records:
-                chunk.append(r)
-                if len(chunk) >= _CHUNK:
-                    n += _dump_chunk(fh, chunk, index)
-                    chunk = []
-            if chunk:
-                n += _dump_chunk(fh, chunk, index)
-        os.replace(tmp, final)
-        yield n
-
-
-def _dump_chunk(fh, chunk: list, index: int) -> int:
-    try:
-        pickle.dump(chunk, fh, protocol=5)
-    except Exception as exc:  # noqa: BLE001 - re-raised naming the record
-        bad = _first_unpicklable(chunk)
-        msg = (f"partition {index}: record {_repr.repr(bad)} cannot be pickled "
-               f"({type(exc).__name__}: {exc}); records that enter a computation must be "
-               "picklable data")
-        raise TypeError(msg) from None
-    return len(chunk)
+        yield write_part(os.path.join(self.path, f"part-{index:05d}.pkl"), self.key, index,
+                         records, _CHUNK)
 
 
 def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
@@ -348,15 +323,23 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
     _need_spark_data(data, "naiad.spark.source")
     epochs = epoch_spec(data, epoch_column)
     owned = path is None
+    if path is not None and os.path.lexists(path):
+        private_dir(Path(path), "Spark source directory", "its files are read back as records")
     path = path or tempfile.mkdtemp(prefix="naiad-spark-")
     try:
         if is_dataframe(data):
             # Files are named part-NNNNN-<uuid>...: sorted by name, they follow the partitions.
+            # The names are taken now: a file that appears later is not this source's.
             data.write.mode("overwrite").parquet(path)
-            return SparkSource(path, "parquet", list(data.columns), epochs, owned)
-        os.makedirs(path, exist_ok=True)
-        data.mapPartitionsWithIndex(_WritePickled(path)).count()
-        return SparkSource(path, "pickle", None, epochs, owned)
+            names = sorted(os.path.basename(f)
+                           for f in glob.glob(os.path.join(path, "part-*.parquet")))
+            return SparkSource(path, "parquet", list(data.columns), epochs, owned, names)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        key = secrets.token_bytes(32)
+        parts = data.getNumPartitions()
+        data.mapPartitionsWithIndex(_WritePickled(path, key)).count()
+        names = [f"part-{i:05d}.pkl" for i in range(parts)]
+        return SparkSource(path, "pickle", None, epochs, owned, names, key)
     except BaseException:
         if owned:
             shutil.rmtree(path, ignore_errors=True)
@@ -368,15 +351,6 @@ def _as_row(record: Any) -> Any:
     if isinstance(record, (tuple, list, dict)):
         return record
     return (record,)
-
-
-def _first_unpicklable(records: Iterable[Any]) -> Any:
-    for r in records:
-        try:
-            pickle.dumps(r, protocol=5)
-        except Exception:  # noqa: BLE001
-            return r
-    return None
 
 
 def pack_results(result: Any, process_index: int) -> List[bytes]:
@@ -404,7 +378,7 @@ def _pickle_chunk(chunk: list, process_index: int) -> bytes:
     try:
         return pickle.dumps(chunk, protocol=5)
     except Exception as exc:  # noqa: BLE001 - re-raised naming the record
-        bad = _first_unpicklable(chunk)
+        bad = first_unpicklable(chunk)
         msg = (f"process {process_index}: the program returned a row that cannot be pickled to "
                f"reach Spark: {_repr.repr(bad)} ({type(exc).__name__}: {exc}); return rows of "
                "plain data (numbers, strings, tuples, lists, dicts)")
