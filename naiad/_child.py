@@ -21,8 +21,9 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, RESULT, MessageReader, read_first,
-                          rendezvous_timeout, send_message)
+from naiad.launch import rendezvous_timeout
+from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, RESULT, MessageReader, read_first,
+                        send_message)
 from naiad.placement import bind_cpus
 
 

@@ -100,7 +100,7 @@ def test_any_builtin_value_round_trips(value):
                 min_size=1, max_size=6),
        st.lists(st.integers(1, 5000), min_size=1, max_size=50))
 def test_framed_messages_are_reassembled_from_any_pieces(messages, cuts):
-    from naiad.launch import MessageReader, _HEADER
+    from naiad.link import MessageReader, _HEADER
     stream = b"".join(_HEADER.pack(kind, len(body)) + body for kind, body in messages)
     reader, got, at, i = MessageReader(), [], 0, 0
     while at < len(stream):
