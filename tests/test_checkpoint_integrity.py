@@ -20,7 +20,7 @@ import naiad
 from naiad.recovery.directory import directory_key
 from naiad.recovery.journal import (COMMIT, HEADER_SIZE, PART, JournalWriter, journal_files,
                                     read_record, scan)
-from naiad.recovery.store import CheckpointWarning
+from naiad.recovery.store import CheckpointWarning, list_checkpoints
 from naiad.recovery.logs import MAGIC
 
 
@@ -162,6 +162,37 @@ def test_resuming_with_another_layout_is_refused_naming_both(tmp_path):
         naiad.execute(_program(EPOCHS), workers=1, checkpoint_dir=str(ckpt), checkpoint_every=2,
                       max_restarts=3)
     assert time.monotonic() - t0 < 20
+
+
+def test_a_run_that_died_before_its_first_checkpoint_binds_the_directory(tmp_path):
+    """Input logs and delivery marks are written from the first epoch: a run that stopped
+    before any checkpoint committed leaves them, and another layout or program must not take
+    them up (3 processes replayed the logs of 2 and counted records twice; another program
+    skipped the epochs the first had delivered).  The same run resumes them."""
+    ckpt = tmp_path / "ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(_program(EPOCHS, stop_after=6), processes=2, checkpoint_dir=str(ckpt),
+                      checkpoint_every=100, max_restarts=0)
+    assert not list_checkpoints(ckpt)
+    for processes, workers in ((3, 1), (1, 1), (2, 2)):
+        with pytest.raises(naiad.CheckpointLayoutError,
+                           match=r"belongs to a run of 2 process\(es\) x 1 worker\(s\)"):
+            naiad.execute(_program(EPOCHS), processes=processes, workers=workers,
+                          checkpoint_dir=str(ckpt), checkpoint_every=100, max_restarts=3)
+
+    def other(comp):                  # another dataflow: a select before the collect
+        inp = comp.new_input(name="lines")
+        stages_out = inp.stream.concat(inp.stream).collect()
+        comp.activate()
+        inp.on_completed()
+        comp.join(timeout=60)
+        return stages_out.results
+    with pytest.raises(naiad.CheckpointLayoutError, match="belongs to a different dataflow"):
+        naiad.execute(other, processes=2, checkpoint_dir=str(ckpt), checkpoint_every=100)
+    parts = naiad.execute(_program(EPOCHS), processes=2, checkpoint_dir=str(ckpt),
+                          checkpoint_every=100)
+    merged = {e: sorted(r for p in parts for r in p.get(e, [])) for e in range(len(EPOCHS))}
+    assert merged == {e: sorted(recs) for e, recs in enumerate(EPOCHS)}
 
 
 def test_a_checkpoint_of_format_version_1_is_refused_naming_the_version(tmp_path):

@@ -8,13 +8,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from naiad.errors import NaiadError
+from naiad.files import write_atomic
 from naiad.progress.timestamp import Timestamp
 
-__all__ = ["Restored", "CheckpointLayoutError", "check_manifest"]
+__all__ = ["Restored", "CheckpointLayoutError", "check_manifest", "check_owner"]
 
 
 class CheckpointLayoutError(NaiadError):
@@ -66,4 +70,39 @@ def check_manifest(manifest: Dict[str, Any], where: str, root: Path, fingerprint
                f"worker(s); this run has {processes} x {workers}: vertex state is "
                "partitioned by worker, so resume with the same processes= and workers=, or "
                "start from a fresh checkpoint_dir")
+        raise CheckpointLayoutError(msg)
+
+
+def check_owner(root: Path, key: bytes, process: int, fingerprint: str, processes: int,
+                workers: int) -> None:
+    """The directory's first run records its dataflow and layout in ``root/RUN`` (written by
+    process 0, with an HMAC keyed by the directory's key); every later run is checked against
+    it at start, so the input logs and delivery marks of a run that died before its first
+    checkpoint are never taken up by another program or layout (CheckpointLayoutError)."""
+    path = root / "RUN"
+    want = {"fingerprint": fingerprint, "processes": processes, "workers": workers}
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        if process == 0:
+            body = json.dumps(want, sort_keys=True).encode()
+            mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+            write_atomic(path, body + b"\n" + mac + b"\n")
+        return
+    body, _, mac = text.rstrip(b"\n").rpartition(b"\n")
+    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):
+        msg = (f"checkpoint directory {root}: RUN does not carry the directory's HMAC (it was "
+               "changed, or copied from another directory): use a fresh checkpoint_dir")
+        raise CheckpointLayoutError(msg)
+    got = json.loads(body)
+    if got.get("fingerprint") != fingerprint:
+        msg = (f"checkpoint directory {root} belongs to a different dataflow (fingerprint "
+               f"{got.get('fingerprint')} != {fingerprint}): its logs are not this program's; "
+               "use a fresh directory for a different program")
+        raise CheckpointLayoutError(msg)
+    if (got.get("processes"), got.get("workers")) != (processes, workers):
+        msg = (f"checkpoint directory {root} belongs to a run of {got.get('processes')} "
+               f"process(es) x {got.get('workers')} worker(s); this run has {processes} x "
+               f"{workers}: its input logs are divided by process, so resume with the same "
+               "processes= and workers=, or start from a fresh checkpoint_dir")
         raise CheckpointLayoutError(msg)

@@ -39,7 +39,7 @@ from naiad.recovery.journal import (COMMIT, FORMAT, MAGIC, PART, JournalDamage, 
 from naiad.recovery.legacy import committed_directories, directory_epochs, load_directory
 from naiad.recovery.marks import MarkFile, read_count
 from naiad.recovery.logs import CheckpointWarning, EpochLog, LogFormatError, OutputLost
-from naiad.recovery.restored import CheckpointLayoutError, Restored, check_manifest
+from naiad.recovery.restored import CheckpointLayoutError, Restored, check_manifest, check_owner
 from naiad.files import make_dirs, sync_dir, write_atomic
 from naiad.recovery import snapshot
 
@@ -290,7 +290,9 @@ class CheckpointStore:
 
     # ---- finding and loading ---------------------------------------------------------------------
     def latest(self, fingerprint: str) -> Optional[Restored]:
-        """The newest complete, intact checkpoint, with this process's states loaded."""
+        """The newest complete, intact checkpoint, with this process's states loaded (after
+        checking that the directory belongs to this dataflow and layout)."""
+        check_owner(self.root, self.key, self.process, fingerprint, self.processes, self.workers)
         journalled = dict(self._refresh_commits())
         names = os.listdir(self.root)
         self._legacy = committed_directories(self.root, names)
