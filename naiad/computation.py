@@ -217,6 +217,11 @@ class Computation:
                 and FrontierProgress.wanted()):
             self._progress = FrontierProgress(self._frontier_view)
 
+    def _peer_arrived(self, name: str, process: int) -> None:
+        """Another process reached barrier ``name`` (on the transport's thread)."""
+        if self.coordinator is not None:
+            self.coordinator.peer_arrived(name, process)
+
     def _frontier_view(self) -> Dict[str, Any]:
         """What the default progress line shows: this process's view of the frontier."""
         live = [w for w in self._workers if not w.finished]
@@ -298,7 +303,8 @@ class Computation:
 
     def _new_fabric(self, fingerprint: Optional[str]) -> ZmqFabric:
         hooks = FabricHooks(fail=self.fail, failure=lambda: self._failure,
-                            explain_unpicklable=self._explain_unpicklable)
+                            explain_unpicklable=self._explain_unpicklable,
+                            arrived=self._peer_arrived)
         return ZmqFabric(self.process_index, self.processes, self.workers_per_process,
                          self.options, fingerprint, hooks, self.hosts)
 

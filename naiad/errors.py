@@ -12,6 +12,7 @@ __all__ = [
     "RemoteFailure",
     "ProgressViolation",
     "TimeViolation",
+    "CheckpointMisaligned",
 ]
 
 # The pure progress package defines these so that it stays free of the runtime.
@@ -28,6 +29,10 @@ def format_current() -> str:
 
 class TimeViolation(NaiadError):
     """A vertex sent or asked for a notification at a time earlier than the event it handles."""
+
+
+class CheckpointMisaligned(NaiadError):
+    """Processes did not checkpoint at the same epochs (a program error: never retried)."""
 
 
 class ProgressViolation(NaiadError):

@@ -34,7 +34,8 @@ from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.recovery import snapshot
-from naiad.errors import NaiadError, ProgressViolation, VertexError, format_current
+from naiad.errors import (CheckpointMisaligned, NaiadError, ProgressViolation, VertexError,
+                          format_current)
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
 from naiad.partition import batch_cut, partition
@@ -457,9 +458,17 @@ class WorkerState:
                            f"epoch {epoch}; every process must checkpoint at the same epochs "
                            "(checkpoint_every=, or comp.checkpoint() at the same point of the "
                            "program in every process)")
-                    raise NaiadError(msg)
+                    raise CheckpointMisaligned(msg)
                 if time != boundary:
                     return False
+            elif loc not in stage_at and time[0] > epoch:
+                # Records of a later epoch on a connector: a process whose input is already
+                # closed fed past the boundary (its capability is gone, the records remain).
+                msg = (f"checkpoint at epoch {epoch}: records of epoch {time[0]} are in "
+                       f"flight, fed by a process that did not checkpoint at epoch {epoch}; "
+                       "every process must checkpoint at the same epochs (checkpoint_every=, "
+                       "or comp.checkpoint() at the same point of the program in every process)")
+                raise CheckpointMisaligned(msg)
             elif loc not in stage_at or time[0] < epoch:
                 return False
         return True

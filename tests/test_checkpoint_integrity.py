@@ -273,6 +273,33 @@ def test_processes_checkpointing_at_different_epochs_fail_fast(tmp_path):
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.parametrize("late", [False, True])
+def test_a_checkpoint_only_one_process_takes_fails_fast_and_is_not_retried(tmp_path, late):
+    """Process 0 calls comp.checkpoint() at epoch 3; process 1 never does, and feeds (and
+    closes) its input first, or only after process 0 is already waiting: either way the run
+    fails at once naming both processes and the epoch (it waited 630 s at the barrier, then
+    restarted into the same wait)."""
+    def program(comp):
+        import time as clock
+        inp = comp.new_input(name="lines")
+        inp.stream.collect()
+        comp.activate()
+        if late and comp.process_index == 1:
+            clock.sleep(1.0)
+        for e in range(6):
+            if e == 3 and comp.process_index == 0:
+                comp.checkpoint()
+            inp.on_next([e])
+        inp.on_completed()
+        comp.join(timeout=60)
+
+    t0 = time.monotonic()
+    with pytest.raises(naiad.NaiadError, match=r"process 0 checkpoints at epoch 3, but process 1 "
+                                               r"feeds epoch \d without a checkpoint at epoch 3"):
+        naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    assert time.monotonic() - t0 < 20
+
+
 def test_a_damaged_delivery_mark_never_skips_an_epoch(tmp_path):
     """Subscribers' marks say how many epochs were handed out; a flipped digit (claiming more)
     in the newest mark must fall back to the one before it: an epoch may come again, none may

@@ -21,7 +21,7 @@ import time as _time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.recovery.committer import Committer
-from naiad.errors import NaiadError
+from naiad.errors import CheckpointMisaligned, NaiadError
 from naiad.messages import CHECKPOINT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +54,8 @@ class Coordinator:
         self.committer = Committer(on_error=comp.fail)
         self.fingerprint = comp.graph.fingerprint()
         self.taken = 0               # checkpoints cut by this run
+        self.taking: Optional[int] = None    # the boundary being cut now
+        self.peer_cuts: Dict[int, int] = {}  # boundary -> a process that arrived there
 
     @property
     def bound(self) -> float:
@@ -84,6 +86,8 @@ class Coordinator:
 
     def before_epoch(self, epoch: int) -> None:
         """Called by an input before it feeds ``epoch``: checkpoint when the policy says so."""
+        if self.peer_cuts:
+            self._check_peers(epoch)
         nxt = self.next
         if nxt is None or epoch < nxt or epoch <= self.last:
             return
@@ -109,6 +113,7 @@ class Coordinator:
         commit go to the committer."""
         comp = self.comp
         t0 = _time.monotonic()
+        self.taking = epoch
         with self._cv:
             self._snapshots = {}
             self._quiescent = 0
@@ -128,7 +133,38 @@ class Coordinator:
             self.store.rotate_logs()
         nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound)  # arrived: on_quiescent
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
+        self.taking = None
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
+
+    def peer_arrived(self, name: str, process: int) -> None:
+        """Process ``process`` cut a checkpoint at a boundary this process's inputs have all
+        been fed past, without cutting one there: it would wait for this one in vain (until
+        the barrier's bound), so the run fails now, naming both."""
+        if not name.startswith("checkpoint-"):
+            return
+        epoch = int(name.split("-", 1)[1])
+        if epoch <= self.last or self.taking == epoch:
+            return
+        self.peer_cuts[epoch] = process
+        fed = [i.epoch for i in self.comp.inputs]
+        if fed and min(fed) > epoch:
+            self.comp.fail(self._misaligned(epoch, process, min(fed) - 1))
+
+    def _check_peers(self, epoch: int) -> None:
+        """Before this process feeds ``epoch``: a boundary another process cut at or before
+        it, which this one did not cut, can never be passed."""
+        for b, process in list(self.peer_cuts.items()):
+            if b <= self.last:
+                del self.peer_cuts[b]
+            elif b <= epoch and self.taking != b and not (b == epoch == self.next):
+                raise self._misaligned(b, process, epoch)
+
+    def _misaligned(self, epoch: int, process: int, fed: int) -> CheckpointMisaligned:
+        msg = (f"process {process} checkpoints at epoch {epoch}, but process "
+               f"{self.comp.process_index} feeds epoch {fed} without a checkpoint at epoch "
+               f"{epoch}: every process must checkpoint at the same epochs (checkpoint_every=, "
+               "or comp.checkpoint() at the same point of the program in every process)")
+        return CheckpointMisaligned(msg)
 
     def on_quiescent(self, worker: Any, epoch: int) -> None:
         """In a worker's thread, before it snapshots: once every worker of this process is

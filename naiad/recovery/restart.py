@@ -9,7 +9,7 @@ from naiad.computation import Computation, run_program
 from naiad.launch import launch_local
 from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.recovery.logs import OutputLost
-from naiad.errors import GraphError, NaiadError
+from naiad.errors import CheckpointMisaligned, GraphError, NaiadError
 from naiad.tracing import keep_attempt
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
@@ -25,7 +25,7 @@ def permanent(exc: BaseException) -> bool:
     a VertexError), a checkpoint directory that is not private, or one another run holds, or
     checkpoints of another layout or format."""
     return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse, CheckpointLayoutError,
-                             LogFormatError, OutputLost))
+                             LogFormatError, OutputLost, CheckpointMisaligned))
             or type(exc) in (TypeError, ValueError))
 
 

@@ -319,6 +319,7 @@ class ControlPlane:
                 with self._arrival_cv:
                     self._arrivals.setdefault(name, {})[proc] = value
                     self._arrival_cv.notify_all()
+                self.hooks.arrived(name, proc)
             elif tag == FAIL:
                 exc = load_failure(frames[2].bytes, proc)
                 self.done_from.add(proc)
