@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
-__all__ = ["write_atomic", "make_dirs", "sync_dir", "open_private", "private_dir"]
+__all__ = ["write_atomic", "make_dirs", "sync_dir", "open_private", "private_dir",
+           "write_failed"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -122,3 +124,19 @@ def private_dir(directory: Path, what: str, why: str = "what is read from it is 
                f"by you only (chmod 700 {directory}) or use another directory")
         raise PermissionError(msg)
     return directory
+
+
+def write_failed(exc: OSError, path: Any, what: str) -> OSError:
+    """``exc`` (a write to ``path`` failed) as an OSError of the same errno that names ``what``
+    and the file, and says what to do when the disk is full.
+
+    >>> import errno
+    >>> str(write_failed(OSError(errno.ENOSPC, "No space left on device"), "/c/x.log",
+    ...                  "the input log"))  # doctest: +ELLIPSIS
+    '[Errno 28] No space left on device: writing the input log /c/x.log; free space on its file system...'
+    """
+    msg = f"{exc.strerror or exc}: writing {what} {path}"
+    if exc.errno == errno.ENOSPC:
+        msg += ("; free space on its file system (or use a directory on another one), then run "
+                "the program again: it resumes from its last checkpoint")
+    return OSError(exc.errno, msg)

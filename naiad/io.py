@@ -145,6 +145,7 @@ class Subscription:
         self.store = store
         if store is not None:
             self.delivered = max(base, store.delivered(self.name))
+            store.open_marks(self.name, self.delivered)
         self._start(self.delivered)
 
     def _start(self, start: int) -> None:

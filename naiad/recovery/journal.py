@@ -33,7 +33,7 @@ import struct
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from naiad.files import make_dirs, sync_dir
+from naiad.files import make_dirs, sync_dir, write_failed
 
 __all__ = ["JournalWriter", "Record", "scan", "scanned_to", "read_record", "journal_files",
            "MAGIC", "PART", "COMMIT", "FORMAT", "HEADER_SIZE", "ROTATE_BYTES", "ROTATE_RECORDS", "JournalDamage"]
@@ -127,8 +127,11 @@ class JournalWriter:
         assert self._fd is not None and self.path is not None
         mac = _mac(self.key, kind, epoch, payload)
         offset = self._size
-        self._write(_HEADER.pack(kind, epoch, len(payload), mac) + payload)
-        os.fsync(self._fd)
+        try:
+            self._write(_HEADER.pack(kind, epoch, len(payload), mac) + payload)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise write_failed(exc, self.path, "the checkpoint journal") from exc
         where = {"file": self.path.name, "offset": offset, "length": len(payload),
                  "mac": mac.hex()}
         self._records += 1

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from naiad.errors import NaiadError
-from naiad.files import make_dirs, open_private, sync_dir
+from naiad.files import make_dirs, open_private, sync_dir, write_failed
 
 __all__ = ["EpochLog", "CheckpointWarning", "LogFormatError", "OutputLost", "FORMAT", "MAGIC"]
 
@@ -186,16 +186,19 @@ class EpochLog:
             return
         self._pending = []
         fd = self._file.fileno()
-        while pending:
-            chunk = pending[:_IOV_MAX]
-            written = os.writev(fd, chunk)
-            if written == sum(map(len, chunk)):
-                del pending[:_IOV_MAX]
-                continue
-            rest = b"".join(pending)[written:]      # pragma: no cover - short writes are rare
-            while rest:                             # pragma: no cover
-                rest = rest[os.write(fd, rest):]
-            return
+        try:
+            while pending:
+                chunk = pending[:_IOV_MAX]
+                written = os.writev(fd, chunk)
+                if written == sum(map(len, chunk)):
+                    del pending[:_IOV_MAX]
+                    continue
+                rest = b"".join(pending)[written:]  # pragma: no cover - short writes are rare
+                while rest:                         # pragma: no cover
+                    rest = rest[os.write(fd, rest):]
+                return
+        except OSError as exc:
+            raise write_failed(exc, self._path, "the log") from exc
 
     def flush(self) -> None:
         """Write the records appended and not yet written (a deferred log), in one system call."""

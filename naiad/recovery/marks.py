@@ -30,7 +30,7 @@ import zlib
 from pathlib import Path
 from typing import Optional
 
-from naiad.files import write_atomic
+from naiad.files import write_atomic, write_failed
 from naiad.recovery.logs import CheckpointWarning
 
 __all__ = ["MarkFile", "read_count", "LINE"]
@@ -55,7 +55,10 @@ class MarkFile:
     """One subscription's mark file, mapped into memory for the rest of the run."""
 
     def __init__(self, path: Path, count: int):
-        write_atomic(path, _line(count) * 2, sync=False)     # 0600, replaces an older file
+        try:
+            write_atomic(path, _line(count) * 2, sync=False)     # 0600, replaces an older file
+        except OSError as exc:
+            raise write_failed(exc, path, "the delivery mark") from exc
         fd = os.open(path, os.O_RDWR)
         try:
             self._map: Optional[mmap.mmap] = mmap.mmap(fd, 2 * LINE)

@@ -448,6 +448,12 @@ class CheckpointStore:
         """How many epochs of subscription ``name`` were handed out (0 if none)."""
         return read_count(self._output_dir() / f"{name}.delivered")
 
+    def open_marks(self, name: str, count: int) -> None:
+        """Create the mark file of subscription ``name`` (holding ``count``) before its first
+        delivery: creating it at the first mark would come after that delivery's call."""
+        if name not in self._marks:
+            self._marks[name] = MarkFile(self._output_dir() / f"{name}.delivered", count)
+
     def mark_delivered(self, name: str, count: int) -> None:
         """Note that ``count`` epochs of ``name`` were handed out (see :mod:`.marks`: no system
         call after the first of a run; not fsynced: after a machine crash at most the epochs
