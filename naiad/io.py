@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 from naiad.delivery import Deliverer
-from naiad.recovery.logs import OutputLost
+from naiad.recovery.logs import CheckpointWarning, OutputLost
 from naiad.errors import GraphError, NaiadError, VertexError, format_current
 from naiad.graph import VERTEX, StageDef, Stream
 from naiad.progress.timestamp import Timestamp
@@ -144,7 +145,17 @@ class Subscription:
         """Resume: epochs already handed out (logged durably) are not handed out again."""
         self.store = store
         if store is not None:
-            self.delivered = max(base, store.delivered(self.name))
+            marked = store.delivered(self.name)
+            if marked < base:
+                # A checkpoint commits only once its epochs were handed out and marked: a mark
+                # below it was lost (deleted, emptied, damaged), and with it how far beyond the
+                # checkpoint the subscriber had got.
+                warnings.warn(f"{self.name}: its delivery mark in the checkpoint directory is "
+                              f"missing or damaged (it holds {marked}, the checkpoint is at "
+                              f"epoch {base}); epochs from {base} on that were handed out before "
+                              "the failure are handed out again", CheckpointWarning,
+                              stacklevel=2)
+            self.delivered = max(base, marked)
             store.open_marks(self.name, self.delivered)
         self._start(self.delivered)
 

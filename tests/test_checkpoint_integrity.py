@@ -341,6 +341,45 @@ def test_a_damaged_delivery_mark_never_skips_an_epoch(tmp_path):
     assert delivered[:len(first)] == first
 
 
+@pytest.mark.parametrize("damage", ["delete", "empty", "garbage"])
+def test_a_lost_delivery_mark_is_named_when_epochs_may_come_again(tmp_path, damage):
+    """A mark deleted, emptied or overwritten cannot say how far past the checkpoint the
+    subscriber got: those epochs come again (none is skipped), and a warning says so."""
+    import os
+    ckpt = tmp_path / "ckpt"
+    seen = tmp_path / "seen.txt"
+
+    def program(stop_after=None):
+        def run(comp):
+            inp = comp.new_input(name="lines")
+
+            def note(epoch, records):
+                with open(seen, "a") as f:
+                    f.write(f"{epoch}\n")
+            inp.stream.subscribe(note)
+            comp.activate()
+            for e, recs in enumerate(EPOCHS):
+                if stop_after is not None and e == stop_after:
+                    raise KeyboardInterrupt("stopping the first run")
+                inp.on_next(recs)
+            inp.on_completed()
+            comp.join(timeout=60)
+        return run
+
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(program(stop_after=7), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=0)
+    mark = next((ckpt / "outputs" / "proc-0").glob("*.delivered"))
+    {"delete": mark.unlink, "empty": lambda: mark.write_bytes(b""),
+     "garbage": lambda: mark.write_bytes(os.urandom(64).replace(b"\n", b"x"))}[damage]()
+    with pytest.warns(CheckpointWarning, match=r"delivery mark .* missing or damaged \(it holds "
+                                               r"0, the checkpoint is at epoch [46]\)"):
+        naiad.execute(program(), checkpoint_dir=str(ckpt), checkpoint_every=2)
+    delivered = [int(x) for x in seen.read_text().split()]
+    assert set(delivered) == set(range(len(EPOCHS)))
+    assert all(delivered.count(e) == 1 for e in range(4))     # before the checkpoint: once
+
+
 def test_a_commit_journal_with_a_damaged_header_is_named_and_the_run_starts_over(tmp_path):
     """Every checkpoint of that journal is lost: the run starts from the beginning (no state
     restored), with a warning naming the file, and still delivers the right results."""
