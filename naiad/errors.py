@@ -34,6 +34,14 @@ class TimeViolation(NaiadError):
 class CheckpointMisaligned(NaiadError):
     """Processes did not checkpoint at the same epochs (a program error: never retried)."""
 
+    @classmethod
+    def at(cls, epoch: int, what: str) -> "CheckpointMisaligned":
+        """The error for a boundary ``epoch`` that ``what`` (a process) did not stop at."""
+        return cls(f"checkpoint at epoch {epoch}: {what} that did not checkpoint at epoch "
+                   f"{epoch}; every process must checkpoint at the same epochs "
+                   "(checkpoint_every=, or comp.checkpoint() at the same point of the program "
+                   "in every process)")
+
 
 class ProgressViolation(NaiadError):
     """A message arrived at a time the vertex was already notified about (debug mode only)."""

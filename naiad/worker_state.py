@@ -453,22 +453,15 @@ class WorkerState:
                     # Some process fed past this boundary without stopping at it: the others
                     # would wait for ever.  Fail, naming the boundary and the input.
                     name = self.stages[stage_at[loc]].name
-                    msg = (f"checkpoint at epoch {epoch}: input {name!r} has already been fed "
-                           f"epoch {time[0]} in another process, which did not checkpoint at "
-                           f"epoch {epoch}; every process must checkpoint at the same epochs "
-                           "(checkpoint_every=, or comp.checkpoint() at the same point of the "
-                           "program in every process)")
-                    raise CheckpointMisaligned(msg)
+                    raise CheckpointMisaligned.at(epoch, f"input {name!r} has already been fed epoch "
+                                             f"{time[0]} in another process")
                 if time != boundary:
                     return False
             elif loc not in stage_at and time[0] > epoch:
                 # Records of a later epoch on a connector: a process whose input is already
                 # closed fed past the boundary (its capability is gone, the records remain).
-                msg = (f"checkpoint at epoch {epoch}: records of epoch {time[0]} are in "
-                       f"flight, fed by a process that did not checkpoint at epoch {epoch}; "
-                       "every process must checkpoint at the same epochs (checkpoint_every=, "
-                       "or comp.checkpoint() at the same point of the program in every process)")
-                raise CheckpointMisaligned(msg)
+                raise CheckpointMisaligned.at(epoch, f"records of epoch {time[0]} are in flight, fed by a "
+                                         "process")
             elif loc not in stage_at or time[0] < epoch:
                 return False
         return True

@@ -242,6 +242,29 @@ def test_the_directory_key_is_private(tmp_path):
         naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
 
 
+def test_damage_a_restart_cannot_cure_is_not_retried(tmp_path):
+    """A key of the wrong length, or a file where the journal directory belongs, fails the
+    first attempt with an error naming it, not max_restarts attempts later."""
+    from naiad.recovery.directory import CheckpointDamaged
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    key = ckpt / "KEY"
+    good = key.read_bytes()
+    key.write_bytes(b"abc")
+    with pytest.raises(CheckpointDamaged, match=r"KEY is damaged \(3 bytes, not 32\)"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+    key.write_bytes(good)
+    journal = ckpt / "journal"
+    for f in journal.iterdir():
+        f.unlink()
+    journal.rmdir()
+    journal.write_bytes(b"not a directory")
+    with pytest.raises(NotADirectoryError, match="journal"):
+        naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
+                      max_restarts=3)
+
+
 def test_log_record_lengths_are_64_bit(tmp_path):
     ckpt = tmp_path / "ckpt"
     _first_run(ckpt)

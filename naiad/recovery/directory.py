@@ -18,11 +18,15 @@ from pathlib import Path
 from naiad.errors import NaiadError
 from naiad.files import private_dir
 
-__all__ = ["CheckpointInUse", "check_private", "lock", "directory_key"]
+__all__ = ["CheckpointInUse", "CheckpointDamaged", "check_private", "lock", "directory_key"]
 
 
 class CheckpointInUse(NaiadError):
     """Another run holds the checkpoint directory."""
+
+
+class CheckpointDamaged(NaiadError):
+    """The checkpoint directory is damaged beyond what a restart can cure (its key)."""
 
 
 def check_private(root: Path) -> None:
@@ -75,5 +79,5 @@ def directory_key(root: Path) -> bytes:
     key = path.read_bytes()
     if len(key) != 32:
         msg = f"checkpoint key {path} is damaged ({len(key)} bytes, not 32): use a fresh directory"
-        raise NaiadError(msg)
+        raise CheckpointDamaged(msg)
     return key

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List
 
 from naiad.computation import Computation, run_program
 from naiad.launch import launch_local
+from naiad.recovery.directory import CheckpointDamaged
 from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.recovery.logs import OutputLost
 from naiad.errors import CheckpointMisaligned, GraphError, NaiadError
@@ -23,9 +24,11 @@ def permanent(exc: BaseException) -> bool:
     """A failure that a restart cannot cure: the program's own graph building or arguments
     (GraphError, or a bare TypeError or ValueError: failures inside vertices arrive wrapped in
     a VertexError), a checkpoint directory that is not private, or one another run holds, or
-    checkpoints of another layout or format."""
+    checkpoints of another layout or format, a damaged key or a file where the directory needs
+    a directory, processes that checkpoint at different epochs."""
     return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse, CheckpointLayoutError,
-                             LogFormatError, OutputLost, CheckpointMisaligned))
+                             LogFormatError, OutputLost, CheckpointMisaligned, CheckpointDamaged,
+                             NotADirectoryError, IsADirectoryError))
             or type(exc) in (TypeError, ValueError))
 
 

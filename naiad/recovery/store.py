@@ -94,7 +94,12 @@ class CheckpointStore:
             sync_dir(made.parent)             # its entry survives a power cut
         check_private(self.root)
         self._lock_fd: Optional[int] = lock(self.root, process)
-        self.key = directory_key(self.root)
+        try:
+            self.key = directory_key(self.root)
+        except BaseException:
+            os.close(self._lock_fd)      # a store that failed to open holds no lock
+            self._lock_fd = None
+            raise
         self.journal = self.root / "journal"
         self._parts = JournalWriter(self.journal, f"proc-{process}", self.key)
         self._commit_log = JournalWriter(self.journal, "commits", self.key) if process == 0 \
