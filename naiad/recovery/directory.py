@@ -12,13 +12,15 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import signal
 import socket
 from pathlib import Path
 
 from naiad.errors import NaiadError
 from naiad.files import private_dir
 
-__all__ = ["CheckpointInUse", "CheckpointDamaged", "check_private", "lock", "directory_key"]
+__all__ = ["CheckpointInUse", "CheckpointDamaged", "check_private", "lock", "directory_key",
+           "fault_point"]
 
 
 class CheckpointInUse(NaiadError):
@@ -81,3 +83,16 @@ def directory_key(root: Path) -> bytes:
         msg = f"checkpoint key {path} is damaged ({len(key)} bytes, not 32): use a fresh directory"
         raise CheckpointDamaged(msg)
     return key
+
+
+def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
+    """Fault injection for recovery tests: ``NAIAD_FAULT=name:epoch:process`` kills this
+    process (SIGKILL) the first time it reaches that point; a marker file makes it fire once."""
+    spec = os.environ.get("NAIAD_FAULT")
+    if not spec or spec != f"{name}:{epoch}:{process}":
+        return
+    marker = root / f".fault-{name}-{epoch}-{process}"
+    if marker.exists():
+        return
+    marker.touch()
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -115,8 +115,11 @@ class JournalWriter:
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            raise write_failed(exc, self.path, "the checkpoint journal") from exc
         self._size += len(data)
 
     def append(self, kind: int, epoch: int, payload: bytes) -> Dict[str, Any]:
@@ -127,8 +130,8 @@ class JournalWriter:
         assert self._fd is not None and self.path is not None
         mac = _mac(self.key, kind, epoch, payload)
         offset = self._size
+        self._write(_HEADER.pack(kind, epoch, len(payload), mac) + payload)
         try:
-            self._write(_HEADER.pack(kind, epoch, len(payload), mac) + payload)
             os.fsync(self._fd)
         except OSError as exc:
             raise write_failed(exc, self.path, "the checkpoint journal") from exc

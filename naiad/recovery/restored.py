@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from naiad.errors import NaiadError
-from naiad.files import write_atomic
+from naiad.files import write_atomic, write_failed
 from naiad.progress.timestamp import Timestamp
 
 __all__ = ["Restored", "CheckpointLayoutError", "check_manifest", "check_owner"]
@@ -87,7 +87,10 @@ def check_owner(root: Path, key: bytes, process: int, fingerprint: str, processe
         if process == 0:
             body = json.dumps(want, sort_keys=True).encode()
             mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-            write_atomic(path, body + b"\n" + mac + b"\n")
+            try:
+                write_atomic(path, body + b"\n" + mac + b"\n")
+            except OSError as exc:
+                raise write_failed(exc, path, "the checkpoint directory's record") from exc
         return
     body, _, mac = text.rstrip(b"\n").rpartition(b"\n")
     if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):

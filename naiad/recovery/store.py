@@ -22,10 +22,10 @@ earlier releases (``ckpt-<epoch>/``) are still resumed from (:mod:`naiad.recover
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
-import signal
 import struct
 import threading
 import warnings
@@ -33,33 +33,21 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 
-from naiad.recovery.directory import CheckpointInUse, check_private, directory_key, lock
+from naiad.recovery.directory import (CheckpointInUse, check_private, directory_key, fault_point,
+                                      lock)
 from naiad.recovery.journal import (COMMIT, FORMAT, MAGIC, PART, JournalDamage, JournalWriter,
                                     Record, journal_files, read_record, scan, scanned_to)
 from naiad.recovery.legacy import committed_directories, directory_epochs, load_directory
 from naiad.recovery.marks import MarkFile, read_count
 from naiad.recovery.logs import CheckpointWarning, EpochLog, LogFormatError, OutputLost
 from naiad.recovery.restored import CheckpointLayoutError, Restored, check_manifest, check_owner
-from naiad.files import make_dirs, sync_dir, write_atomic
+from naiad.files import make_dirs, sync_dir, write_atomic, write_failed
 from naiad.recovery import snapshot
 
 __all__ = ["CheckpointStore", "list_checkpoints", "Restored", "EpochLog", "write_atomic", "CheckpointWarning",
            "CheckpointInUse", "CheckpointLayoutError", "LogFormatError", "OutputLost", "FORMAT"]
 
 _META = struct.Struct("<I")          # a part's payload: JSON length, JSON, pickled states
-
-
-def fault_point(root: Path, name: str, epoch: int, process: int) -> None:
-    """Fault injection for recovery tests: ``NAIAD_FAULT=name:epoch:process`` kills this
-    process (SIGKILL) the first time it reaches that point; a marker file makes it fire once."""
-    spec = os.environ.get("NAIAD_FAULT")
-    if not spec or spec != f"{name}:{epoch}:{process}":
-        return
-    marker = root / f".fault-{name}-{epoch}-{process}"
-    if marker.exists():
-        return
-    marker.touch()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 _dumps = snapshot.dumps
@@ -90,15 +78,17 @@ class CheckpointStore:
         self.processes = processes
         self.workers = workers
         self.keep = max(1, int(keep))
-        for made in make_dirs(self.root, 0o700):
-            sync_dir(made.parent)             # its entry survives a power cut
-        check_private(self.root)
-        self._lock_fd: Optional[int] = lock(self.root, process)
+        self._lock_fd: Optional[int] = None
         try:
+            for made in make_dirs(self.root, 0o700):
+                sync_dir(made.parent)             # its entry survives a power cut
+            check_private(self.root)
+            self._lock_fd = lock(self.root, process)
             self.key = directory_key(self.root)
-        except BaseException:
-            os.close(self._lock_fd)      # a store that failed to open holds no lock
-            self._lock_fd = None
+        except BaseException as exc:
+            self._release()              # a store that failed to open holds no lock
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise write_failed(exc, self.root, "the checkpoint directory") from exc
             raise
         self.journal = self.root / "journal"
         self._parts = JournalWriter(self.journal, f"proc-{process}", self.key)
@@ -476,6 +466,11 @@ class CheckpointStore:
     def stored_outputs(self, name: str) -> Dict[int, list]:
         return self._log(self._output_dir() / name).items()
 
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def __del__(self) -> None:
         try:
             self.close()
@@ -494,6 +489,4 @@ class CheckpointStore:
         self._parts.close()
         if self._commit_log is not None:
             self._commit_log.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)           # releases the lock
-            self._lock_fd = None
+        self._release()                       # the lock
