@@ -20,7 +20,7 @@ from typing import Any, Callable, Hashable, Iterable, Optional
 from naiad.graph import Stream
 from naiad.partition import route_keys
 from linq.blocks import Router, merge_blocks
-from linq.folds import combiner, replay
+from linq.folds import combiner, record_combiner, replay
 from linq.fusion import chain_of, fusable
 from linq import words as _words
 from linq.invariant import held, held_stage
@@ -253,6 +253,7 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
     accumulators on the key, and a final fold of the partials with ``combine``."""
     source, batch, _ = _fused_input(stream, None)
     combine_pairs = combiner(combine)
+    combine_records = record_combiner(combine)
 
     pairs_as_records = _is_item(key, 0) and _is_item(value, 1)
 
@@ -263,7 +264,7 @@ def _combine_by(stream: Stream, op: str, key: Callable, value: Callable,
             # a record of another shape can fall back to the general path below.
             part: dict = {}
             try:
-                combine_pairs(part, batch(records))
+                combine_records(part, batch(records))
             except (TypeError, ValueError):
                 pass
             else:

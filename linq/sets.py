@@ -26,8 +26,9 @@ def _two_sets() -> tuple:
     return (set(), set())
 
 
-def distinct(stream: Stream) -> Stream:
-    """Each distinct record once per time, emitted when it is first seen.
+def distinct(stream: Stream, op: str = "distinct") -> Stream:
+    """Each distinct record once per time, emitted when it is first seen (``op`` names the
+    stage and its errors).
 
     >>> import linq
     >>> from naiad.testing import run
@@ -37,8 +38,7 @@ def distinct(stream: Stream) -> Stream:
     def on_batch(seen: set, edge: int, records: list) -> list:
         add = seen.add
         return [r for r in records if not (r in seen or add(r))]
-    return per_time_stage([(stream, identity)], "distinct", set, on_batch, None,
-                          check_hashable("distinct"))
+    return per_time_stage([(stream, identity)], op, set, on_batch, None, check_hashable(op))
 
 
 def union(stream: Stream, other: Stream) -> Stream:
@@ -51,7 +51,7 @@ def union(stream: Stream, other: Stream) -> Stream:
     {0: [1, 2, 3]}
     """
     need_stream("union", stream, other)
-    return distinct(stream.concat(other))
+    return distinct(stream.concat(other), "union")
 
 
 def intersect(stream: Stream, other: Stream) -> Stream:

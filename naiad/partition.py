@@ -84,7 +84,8 @@ def key_hash(key: Hashable) -> int:
     if isinstance(key, (set, dict)):
         msg = (f"partition key {key!r:.80} is a {t.__name__}, whose order (and so its hash) is "
                "not the same in every process; return a tuple, frozenset, str, bytes or "
-               "number from partition_by")
+               "number from partition_by (or, where the records themselves are the keys, as "
+               "in distinct, union or a count of records, make the records such values)")
         raise TypeError(msg)
     try:
         data = pickle.dumps(key, protocol=4)

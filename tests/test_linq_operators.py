@@ -317,3 +317,34 @@ def test_queries_recover_from_a_failure_exactly_once(processes, tmp_path):
             merged[e].extend(recs)
     want = {e: sorted(Counter(w for _, w in recs).items()) for e, recs in enumerate(epochs)}
     assert {e: sorted(v) for e, v in merged.items()} == want
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_aggregate_with_operator_add_folds_each_key_as_plain_python_does(workers):
+    """operator.add is inlined: each key's sum starts from its own first value (a float of one
+    key must not turn another key's ints into floats, lose a big int's digits, or break the
+    sum of strings), and itemgetter(0)/itemgetter(1) read records as the getters would (a
+    dict's values at 0 and 1, not its keys)."""
+    import operator
+    from decimal import Decimal
+    from naiad.testing import run
+    key, value = operator.itemgetter(0), operator.itemgetter(1)
+    records = [("f", 0.5), ("i", 7), ("big", 10**20), ("big", 1), ("s", "x"), ("f", -0.25),
+               ("d", Decimal("0.1")), ("d", Decimal("0.2")), ("t", (1,))]
+    got = run(lambda comp, s: s.aggregate(key, value, operator.add), [records], workers=workers)
+    want = {}
+    for k, v in records:
+        want[k] = v if k not in want else want[k] + v
+    assert sorted(got[0], key=repr) == sorted(want.items(), key=repr)
+    assert all(type(v) is type(want[k]) for k, v in got[0])
+    dicts = [{0: "tea", 1: 2}, {0: "tea", 1: 3}, {0: "jam", 1: 1}]
+    got = run(lambda comp, s: s.aggregate(key, value, operator.add), [dicts], workers=workers)
+    assert sorted(got[0]) == [("jam", 1), ("tea", 5)]
+    got = run(lambda comp, s: s.max(key, value), [dicts], workers=workers)
+    assert sorted(got[0]) == [("jam", 1), ("tea", 3)]
+
+
+def test_union_names_itself_in_its_errors():
+    from naiad.testing import run
+    with pytest.raises(naiad.VertexError, match=r"stage 'union'.*union: a record of type list"):
+        run(lambda comp, s: s.union(s), [[[1], [2]]])
