@@ -330,13 +330,14 @@ def test_aggregate_with_operator_add_folds_each_key_as_plain_python_does(workers
     from naiad.testing import run
     key, value = operator.itemgetter(0), operator.itemgetter(1)
     records = [("f", 0.5), ("i", 7), ("big", 10**20), ("big", 1), ("s", "x"), ("f", -0.25),
-               ("d", Decimal("0.1")), ("d", Decimal("0.2")), ("t", (1,))]
+               ("d", Decimal("0.1")), ("d", Decimal("0.2")), ("t", (1,)), ("z", -0.0)]
     got = run(lambda comp, s: s.aggregate(key, value, operator.add), [records], workers=workers)
     want = {}
     for k, v in records:
         want[k] = v if k not in want else want[k] + v
     assert sorted(got[0], key=repr) == sorted(want.items(), key=repr)
     assert all(type(v) is type(want[k]) for k, v in got[0])
+    assert repr(dict(got[0])["z"]) == "-0.0"
     dicts = [{0: "tea", 1: 2}, {0: "tea", 1: 3}, {0: "jam", 1: 1}]
     got = run(lambda comp, s: s.aggregate(key, value, operator.add), [dicts], workers=workers)
     assert sorted(got[0]) == [("jam", 1), ("tea", 5)]
