@@ -23,6 +23,10 @@ __all__ = ["UsageError", "load_program", "configure_graph", "draw_graph",
            "configure_trace", "trace_command"]
 
 
+_PICTURES = ("svg", "png", "pdf", "dot", "gv", "")
+"""The extensions `naiad graph -o` writes: Graphviz renders the first three."""
+
+
 class UsageError(Exception):
     """A command was given arguments it cannot use (exit code 2)."""
 
@@ -86,6 +90,10 @@ def draw_graph(args: argparse.Namespace) -> int:
         return 0
     path = Path(out)
     fmt = path.suffix.lstrip(".").lower()
+    if fmt not in _PICTURES:
+        msg = (f"graph -o {path}: cannot draw a .{fmt} file; give a name ending in "
+               f"{', '.join('.' + f for f in _PICTURES if f)} (or no extension, for DOT)")
+        raise UsageError(msg)
     if fmt in ("dot", "gv", ""):
         path.write_text(dot, encoding="utf-8")
     else:

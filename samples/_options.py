@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import naiad.config
 
-__all__ = ["spmd_parser", "spmd_args"]
+__all__ = ["spmd_parser", "spmd_args", "positive", "at_least", "rmat_scale", "port"]
 
 NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -p, --procid ID          this process's index (default 0)
@@ -45,3 +45,44 @@ def spmd_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]):
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args, flags
+
+
+def at_least(low: int):
+    """An argparse type: an integer of at least ``low`` (else a usage error naming it).
+
+    >>> at_least(2)("3"), positive("1")
+    (3, 1)
+    >>> positive("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 0 is not an integer of at least 1
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is not an integer of at least {low}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+positive = at_least(1)
+
+
+def rmat_scale(text: str) -> int:
+    """An argparse type: a Graph500 RMAT scale, 1 to 28 (2**SCALE nodes)."""
+    value = at_least(1)(text)
+    if value > 28:
+        raise argparse.ArgumentTypeError(f"scale {value} means 2**{value} nodes; at most 28")
+    return value
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value

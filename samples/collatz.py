@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import spmd_args, spmd_parser
+from samples._options import positive, spmd_args, spmd_parser
 
 __all__ = ["CollatzStep", "Pair", "prepare", "collatz", "collatz_steps", "program", "merge",
            "main"]
@@ -122,7 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--limit N`` (default 1000)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = spmd_parser("naiad sample collatz", __doc__.split("\n")[0])
-    parser.add_argument("--limit", type=int, default=1000)
+    parser.add_argument("--limit", type=positive, default=1000)
     args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)
     from naiad.execute import run_program

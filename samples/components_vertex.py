@@ -32,7 +32,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import spmd_args, spmd_parser
+from samples._options import positive, spmd_args, spmd_parser
 
 __all__ = ["END", "Symmetrize", "Propagate", "components", "random_graph", "oracle",
            "program", "main"]
@@ -185,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--random N`` uses a random graph of N nodes."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = spmd_parser("naiad sample components_vertex", __doc__.split("\n")[0])
-    parser.add_argument("--random", type=int, default=None, metavar="NODES")
+    parser.add_argument("--random", type=positive, default=None, metavar="NODES")
     parser.add_argument("--seed", type=int, default=0)
     args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)

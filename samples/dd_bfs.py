@@ -27,6 +27,7 @@ from collections import deque
 from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
+from samples._options import at_least, positive
 from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import replay
@@ -128,13 +129,13 @@ def check(roots: Sequence[Hashable], edges: Sequence[Edge],
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=2000)
-    parser.add_argument("--edges", type=int, default=4000)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--changes", type=int, default=5, help="edges rewired per epoch")
+    parser.add_argument("--nodes", type=positive, default=2000)
+    parser.add_argument("--edges", type=positive, default=4000)
+    parser.add_argument("--epochs", type=positive, default=10)
+    parser.add_argument("--changes", type=at_least(0), default=5, help="edges rewired per epoch")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(list(argv) if argv is not None else None)
     edges, updates = changes(args.nodes, args.edges, args.epochs, args.changes, args.seed)
     roots = [0]

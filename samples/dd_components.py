@@ -44,6 +44,7 @@ from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.debian import real_graph
 from samples.graphs import random_edges
+from samples._options import at_least, positive
 
 __all__ = ["components", "priorities", "symmetric", "oracle", "rewirings", "run", "main"]
 
@@ -187,13 +188,13 @@ def _echo(epoch: int, changes: int, seconds: float) -> None:
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--random", type=int, metavar="NODES",
+    parser.add_argument("--random", type=at_least(2), metavar="NODES",
                         help="a seeded random graph with NODES nodes and as many edges")
-    parser.add_argument("--updates", type=int, default=20, help="rewired edges, one per epoch")
+    parser.add_argument("--updates", type=positive, default=20, help="rewired edges, one per epoch")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--check", action="store_true", help="compare every epoch with union-find")
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     parser.add_argument("--plain", action="store_true",
                         help="every label enters at the first iteration (by default the least "
                              "labels enter first, by components' priority)")

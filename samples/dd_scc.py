@@ -33,6 +33,7 @@ from linq.differential import Collection
 from linq.differential.testing import replay
 from samples.graphs import random_edges
 from samples.textdata import stdlib_import_graph
+from samples._options import at_least, positive
 
 __all__ = ["scc", "trim", "oracle", "run", "main"]
 
@@ -147,12 +148,12 @@ def rewire(edges: Sequence[Edge], epochs: int, seed: int) -> List[List[Tuple[Edg
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--random", type=int, metavar="NODES",
+    parser.add_argument("--random", type=at_least(2), metavar="NODES",
                         help="a seeded random directed graph with NODES nodes and twice the edges")
-    parser.add_argument("--epochs", type=int, default=3, help="epochs of one rewired edge")
+    parser.add_argument("--epochs", type=positive, default=3, help="epochs of one rewired edge")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.random:
         edges: List[Edge] = sorted(set(random_edges(args.random, 2 * args.random, seed=args.seed)))

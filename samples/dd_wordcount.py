@@ -27,6 +27,7 @@ from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.textdata import read_lines, stdlib_text_files
+from samples._options import positive
 
 __all__ = ["word_counts", "epochs_of_files", "run", "main"]
 
@@ -98,12 +99,12 @@ def check(initial: Sequence[Line], updates: Sequence[Sequence[Tuple[Line, int]]]
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=40)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--per-epoch", type=int, default=1, help="files added and removed")
+    parser.add_argument("--files", type=positive, default=40)
+    parser.add_argument("--epochs", type=positive, default=10)
+    parser.add_argument("--per-epoch", type=positive, default=1, help="files added and removed")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(list(argv) if argv is not None else None)
     files = stdlib_text_files(limit=args.files)
     initial, updates = epochs_of_files(files, args.epochs, args.per_epoch, args.seed)

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import naiad
+from samples._options import positive, rmat_scale
 from linq import frames
 
 __all__ = ["owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
@@ -198,11 +199,11 @@ def power_iteration(edges: Sequence[Tuple[int, int]], nodes: int, iterations: in
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m samples.frames_pagerank",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--rmat", type=int, metavar="SCALE",
+    parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
                         help="an RMAT graph of 2**SCALE nodes instead of the Debian graph")
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--threads", type=int, default=1)
+    parser.add_argument("--iterations", type=positive, default=10)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--threads", type=positive, default=1)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.rmat:
         from samples.graphs import rmat_edges

@@ -25,7 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import spmd_args, spmd_parser
+from samples._options import positive, spmd_args, spmd_parser
 
 __all__ = ["Inspect", "hello", "program", "main"]
 
@@ -68,7 +68,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--rounds N`` sets the number of rounds."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = spmd_parser("naiad sample hello", __doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=positive, default=10)
     args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)
     from naiad.execute import run_program

@@ -31,6 +31,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
 import naiad
+from samples._options import positive
 from naiad.graph import Stream
 from naiad.testing import shard as share_of
 
@@ -159,13 +160,15 @@ def run_kmeans(points: Sequence[Point], k: int, iterations: int, processes: int 
 
 def main(argv: Iterable[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--points", type=int, default=20_000)
-    parser.add_argument("-k", type=int, default=8)
-    parser.add_argument("-i", "--iterations", type=int, default=10)
+    parser.add_argument("--points", type=positive, default=20_000)
+    parser.add_argument("-k", type=positive, default=8)
+    parser.add_argument("-i", "--iterations", type=positive, default=10)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(argv)
+    if args.k > args.points:
+        parser.error(f"-k {args.k} is more clusters than --points {args.points}")
     points = blobs(args.points, args.k, seed=args.seed)
     t0 = time.perf_counter()
     got = run_kmeans(points, args.k, args.iterations, args.processes, args.workers)

@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import numpy as np
 
 import naiad
+from samples._options import port, positive, rmat_scale
 import stages
 from naiad.partition import key_hash, route_keys
 
@@ -279,16 +280,16 @@ def write_edges_csv(edges: Sequence[Tuple[Any, Any]], path: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-i", "--iterations", type=int, default=20)
-    parser.add_argument("-n", "--processes", type=int, default=2)
-    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("-i", "--iterations", type=positive, default=20)
+    parser.add_argument("-n", "--processes", type=positive, default=2)
+    parser.add_argument("--top", type=positive, default=20)
     parser.add_argument("--master", default=None, help="Spark master (default local[*])")
     parser.add_argument("--graph", choices=["auto", "debian", "imports"], default="auto",
                         help="Debian's package dependencies (auto: when apt-cache has them) or "
                              "the standard library's import graph")
-    parser.add_argument("--rmat", type=int, metavar="SCALE",
+    parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
                         help="a Graph500 RMAT graph of 2**SCALE nodes instead")
-    parser.add_argument("--monitor", type=int, metavar="PORT",
+    parser.add_argument("--monitor", type=port, metavar="PORT",
                         help="serve the live monitoring page on http://127.0.0.1:PORT/")
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -38,6 +38,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
+from samples._options import positive
 
 __all__ = ["map_reduce", "find_defs", "def_name", "shared_names", "oracle", "program",
            "run_map_reduce", "main"]
@@ -130,10 +131,10 @@ def run_map_reduce(files: Sequence[str], per_epoch: int, processes: int = 1, wor
 
 def main(argv: Iterable[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=160)
-    parser.add_argument("--per-epoch", type=int, default=40)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("--files", type=positive, default=160)
+    parser.add_argument("--per-epoch", type=positive, default=40)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(argv)
     files = stdlib_text_files(limit=args.files)
     t0 = time.perf_counter()

@@ -50,6 +50,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, rmat_edges, stdlib_import_graph
+from samples._options import positive, rmat_scale
 
 __all__ = ["pagerank", "pagerank_invariant", "pagerank_spread", "power_iteration", "program", "run_pagerank", "main"]
 
@@ -224,11 +225,11 @@ def run_pagerank(edges: Sequence[Tuple[Hashable, Hashable]], iterations: int,
 
 def main(argv: Iterable[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rmat", type=int, metavar="SCALE",
+    parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
                         help="an RMAT graph of 2**SCALE nodes instead of the stdlib import graph")
-    parser.add_argument("-i", "--iterations", type=int, default=10)
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("-i", "--iterations", type=positive, default=10)
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     parser.add_argument("--no-combiner", action="store_true",
                         help="one group_by per round instead of aggregate + cogroup_by")
     parser.add_argument("--invariant", action="store_true",

@@ -20,6 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 from samples.kmeans import kmeans, lloyd
+from samples._options import positive
 
 __all__ = ["KMeansProgram", "points_frame", "main"]
 
@@ -66,10 +67,10 @@ def points_frame(spark, n: int, centres: int, seed: int = 1, partitions: int = 2
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--points", type=int, default=20_000)
-    parser.add_argument("-k", type=int, default=6)
-    parser.add_argument("-i", "--iterations", type=int, default=10)
-    parser.add_argument("-n", "--processes", type=int, default=2)
+    parser.add_argument("--points", type=positive, default=20_000)
+    parser.add_argument("-k", type=positive, default=6)
+    parser.add_argument("-i", "--iterations", type=positive, default=10)
+    parser.add_argument("-n", "--processes", type=positive, default=2)
     parser.add_argument("--master", default=None, help="Spark master (default local[*])")
     args = parser.parse_args(argv)
     start = time.perf_counter()

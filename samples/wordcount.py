@@ -26,6 +26,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
+from samples._options import port, positive
 
 __all__ = ["word_count", "epochs_of", "oracle", "program", "run_word_count", "main"]
 
@@ -94,13 +95,13 @@ def main(argv: Iterable[str] = None) -> int:
 def word_count_options(prog: str, doc: str) -> argparse.ArgumentParser:
     """The options of the word count samples: which files, epochs, processes and workers."""
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
-    parser.add_argument("--files", type=int, help="only the first FILES modules")
-    parser.add_argument("--per-epoch", type=int, help="files per epoch (default: one epoch)")
-    parser.add_argument("-n", "--processes", type=int, default=1)
-    parser.add_argument("-t", "--workers", type=int, default=1)
+    parser.add_argument("--files", type=positive, help="only the first FILES modules")
+    parser.add_argument("--per-epoch", type=positive, help="files per epoch (default: one epoch)")
+    parser.add_argument("-n", "--processes", type=positive, default=1)
+    parser.add_argument("-t", "--workers", type=positive, default=1)
     parser.add_argument("--trace", metavar="DIR",
                         help="write the event trace there (read it with: naiad trace summarize DIR)")
-    parser.add_argument("--monitor", type=int, metavar="PORT",
+    parser.add_argument("--monitor", type=port, metavar="PORT",
                         help="serve the live monitoring page on http://127.0.0.1:PORT/")
     parser.add_argument("--progress", action="store_true",
                         help="show epochs completed and records per second on stderr")

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import naiad
 import stages
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import spmd_args, spmd_parser
+from samples._options import positive, spmd_args, spmd_parser
 
 __all__ = ["Tokenize", "Count", "RunningTotal", "words", "count_words", "epochs_of_files",
            "oracle",
@@ -134,8 +134,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run with Naiad's flags (-p, -n, -t, -h); ``--files N`` and ``--per-epoch K``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = spmd_parser("naiad sample wordcount_vertex", __doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=None, help="how many stdlib files")
-    parser.add_argument("--per-epoch", type=int, default=20, help="files per epoch")
+    parser.add_argument("--files", type=positive, default=None, help="how many stdlib files")
+    parser.add_argument("--per-epoch", type=positive, default=20, help="files per epoch")
     args, naiad_flags = spmd_args(parser, argv)
     comp = naiad.Computation.from_args(naiad_flags)
     epochs = epochs_of_files(stdlib_text_files(args.files), args.per_epoch)

@@ -323,3 +323,44 @@ def test_pyspark_imports_without_warnings():
     run([sys.executable, "-W", "error", "-c",
          "import pyspark.sql.pandas.utils as u; u.require_minimum_pandas_version(); "
          "u.require_minimum_pyarrow_version(); import pyspark.sql, pyspark.pandas"], timeout=120)
+
+
+def test_samples_refuse_impossible_values_with_a_usage_error():
+    """Counts that cannot be (a negative epoch size, no workers, a one-node random graph for
+    SCC rewiring, a huge RMAT scale, more clusters than points) are usage errors naming the
+    argument, exit code 2, before anything runs (one hung, others printed wrong results as
+    checked, or tracebacks)."""
+    naiad = str(BIN / "naiad")
+    for args, named in ((("sample", "dd_scc", "--random", "1"), "argument --random"),
+                        (("sample", "wordcount", "--files", "5", "--per-epoch", "-3"),
+                         "argument --per-epoch: -3 is not an integer of at least 1"),
+                        (("sample", "mapreduce", "--per-epoch", "0"), "argument --per-epoch"),
+                        (("sample", "kmeans", "-k", "0"), "argument -k"),
+                        (("sample", "kmeans", "-k", "5", "--points", "3"), "more clusters"),
+                        (("sample", "pagerank", "--rmat", "100"), "at most 28"),
+                        (("sample", "wordcount", "-n", "0"), "argument -n/--processes"),
+                        (("sample", "wordcount", "--monitor", "99999"), "is not a port"),
+                        (("sample", "hello", "--rounds", "-1"), "argument --rounds"),
+                        (("graph", "samples.hello:program", "-o", "picture.txt"),
+                         "cannot draw a .txt file")):
+        got = subprocess.run([naiad, *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+        assert got.returncode == 2 and named in got.stderr, (args, got.returncode, got.stderr)
+
+
+def test_components_counts_a_node_whose_only_edge_is_a_self_loop():
+    """The sample's check is networkx over the edges as generated: a node with only a self
+    loop is a component of its own (it was dropped from both the run and the check)."""
+    import networkx as nx
+    from samples.components import main as components_main
+    from samples.graphs import random_edges
+    g = nx.Graph()
+    g.add_edges_from(random_edges(3000, 3000, seed=7))
+    out = subprocess.run([str(BIN / "naiad"), "sample", "components", "--random", "3000",
+                          "--seed", "7", "-t", "2"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert first.startswith(f"{nx.number_connected_components(g)} components over "
+                            f"{g.number_of_nodes()} nodes") and "equal to networkx" in first
+    assert components_main(["--random", "1"]) == 0
