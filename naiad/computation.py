@@ -438,10 +438,10 @@ class Computation:
         with ``exc``: that is the computation's failure, and the other processes get it)."""
         self._abandon_connection()
         if self._state == "active":
-            if exc is not None:
-                self.fail(exc)
             if self.coordinator is not None and self._failure is None:
                 self.coordinator.settle()   # a checkpoint being written is finished first
+            if exc is not None:
+                self.fail(exc)
             if self.fabric is not None:
                 self.fabric.stop("the program stopped")
             self._done.wait(STOP_WAIT)

@@ -6,6 +6,7 @@ commit that is not an object, collected outputs lost to damage, a different layo
 formats.
 """
 
+import functools
 import hashlib
 import json
 import pickle
@@ -323,29 +324,54 @@ def test_a_checkpoint_only_one_process_takes_fails_fast_and_is_not_retried(tmp_p
     assert time.monotonic() - t0 < 20
 
 
+def _noting(seen: Path, stop_after=None):
+    """A program whose subscriber notes each epoch it is handed in ``seen``; with
+    ``stop_after``, it stops (KeyboardInterrupt) before feeding that epoch."""
+    def run(comp):
+        inp = comp.new_input(name="lines")
+
+        def note(epoch, records):
+            with open(seen, "a") as f:
+                f.write(f"{epoch}\n")
+        inp.stream.subscribe(note)
+        comp.activate()
+        for e, recs in enumerate(EPOCHS):
+            if stop_after is not None and e == stop_after:
+                raise KeyboardInterrupt("stopping the first run")
+            inp.on_next(recs)
+        inp.on_completed()
+        comp.join(timeout=60)
+    return run
+
+
+def test_a_program_that_raises_lets_the_checkpoints_it_passed_commit(tmp_path):
+    """The program raises right after feeding past boundaries 2, 4 and 6 (checkpoints are
+    committed behind, once a slow subscriber has handed out their epochs): every one it
+    passed is committed before the run stops, so a rerun resumes from 6."""
+    import time as clock
+    ckpt = tmp_path / "ckpt"
+
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        inp.stream.subscribe(lambda epoch, records: clock.sleep(0.05))
+        comp.activate()
+        for e, recs in enumerate(EPOCHS):
+            if e == 7:
+                raise KeyboardInterrupt("stopping the run")
+            inp.on_next(recs)
+
+    with pytest.raises(KeyboardInterrupt):
+        naiad.execute(program, checkpoint_dir=str(ckpt), checkpoint_every=2, max_restarts=0)
+    assert list_checkpoints(ckpt)[-1] == 6
+
+
 def test_a_damaged_delivery_mark_never_skips_an_epoch(tmp_path):
     """Subscribers' marks say how many epochs were handed out; a flipped digit (claiming more)
     in the newest mark must fall back to the one before it: an epoch may come again, none may
     be skipped."""
     ckpt = tmp_path / "ckpt"
     seen = tmp_path / "seen.txt"
-
-    def program(stop_after=None):
-        def run(comp):
-            inp = comp.new_input(name="lines")
-
-            def note(epoch, records):
-                with open(seen, "a") as f:
-                    f.write(f"{epoch}\n")
-            inp.stream.subscribe(note)
-            comp.activate()
-            for e, recs in enumerate(EPOCHS):
-                if stop_after is not None and e == stop_after:
-                    raise KeyboardInterrupt("stopping the first run")
-                inp.on_next(recs)
-            inp.on_completed()
-            comp.join(timeout=60)
-        return run
+    program = functools.partial(_noting, seen)
 
     with pytest.raises(KeyboardInterrupt):
         naiad.execute(program(stop_after=6), checkpoint_dir=str(ckpt), checkpoint_every=2,
@@ -371,23 +397,7 @@ def test_a_lost_delivery_mark_is_named_when_epochs_may_come_again(tmp_path, dama
     import os
     ckpt = tmp_path / "ckpt"
     seen = tmp_path / "seen.txt"
-
-    def program(stop_after=None):
-        def run(comp):
-            inp = comp.new_input(name="lines")
-
-            def note(epoch, records):
-                with open(seen, "a") as f:
-                    f.write(f"{epoch}\n")
-            inp.stream.subscribe(note)
-            comp.activate()
-            for e, recs in enumerate(EPOCHS):
-                if stop_after is not None and e == stop_after:
-                    raise KeyboardInterrupt("stopping the first run")
-                inp.on_next(recs)
-            inp.on_completed()
-            comp.join(timeout=60)
-        return run
+    program = functools.partial(_noting, seen)
 
     with pytest.raises(KeyboardInterrupt):
         naiad.execute(program(stop_after=7), checkpoint_dir=str(ckpt), checkpoint_every=2,

@@ -312,9 +312,9 @@ naiad.execute(program, processes=2)
 '''
 
 
-def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path):
+def _start_sleeper(tmp_path):
+    """A launcher of two processes that sleep, with its own TMPDIR: (launcher, children, tmp)."""
     import os
-    import signal
     import subprocess
     import sys
     script = tmp_path / "sleeper.py"
@@ -329,6 +329,12 @@ def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path
         children = procfs.children(launcher.pid)
         time.sleep(0.1)
     assert len(children) == 2 and list(tmp.glob("naiad-*")), "the run did not start"
+    return launcher, children, tmp
+
+
+def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path):
+    import signal
+    launcher, children, tmp = _start_sleeper(tmp_path)
     launcher.send_signal(signal.SIGTERM)
     assert launcher.wait(timeout=20) == 128 + signal.SIGTERM
     assert not list(tmp.glob("naiad-*")), "the private directory (with the secret) was left"
@@ -440,22 +446,8 @@ def test_sigkill_to_the_launcher_leaves_no_secret_on_disk(tmp_path):
     """A launcher killed outright cannot clean up: its private directory may stay, but the
     run's secret never was in it (the options travel over each child's private link), and the
     children end with the launcher."""
-    import os
     import signal
-    import subprocess
-    import sys
-    script = tmp_path / "sleeper.py"
-    script.write_text(SLEEPER)
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    launcher = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, TMPDIR=str(tmp)),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    children = []
-    while time.monotonic() < deadline and len(children) < 2:
-        children = procfs.children(launcher.pid)
-        time.sleep(0.1)
-    assert len(children) == 2, "the run did not start"
+    launcher, children, tmp = _start_sleeper(tmp_path)
     time.sleep(1.0)                       # the children have their options and connected
     launcher.send_signal(signal.SIGKILL)
     launcher.wait(timeout=20)

@@ -156,20 +156,23 @@ def test_barrier_runner_matches_naiad_execute(spark):
     assert max(abs(outside[u] - want[u]) for u in want) < 1e-9
 
 
-def test_source_of_an_rdd_with_epochs(spark):
-    rdd = spark.sparkContext.parallelize([(i % 2, i) for i in range(10)], 3)
-
+def _fed(src):
+    """A program feeding this process's share of ``src``; returns what it collected, by epoch."""
     def program(comp):
         inp = comp.new_input()
         got = inp.stream.collect()
         comp.activate()
         src.rows(comp).feed(inp)
         comp.join()
-        return {e: sorted(v for _, v in recs) for e, recs in got.results.items()}
+        return got.results
+    return program
 
+
+def test_source_of_an_rdd_with_epochs(spark):
+    rdd = spark.sparkContext.parallelize([(i % 2, i) for i in range(10)], 3)
     with naiad.spark.source(rdd, epoch_column=0) as src:
-        parts = naiad.execute(program, processes=2)
-    merged = {e: sorted(v for p in parts for v in p.get(e, [])) for e in (0, 1)}
+        parts = naiad.execute(_fed(src), processes=2)
+    merged = {e: sorted(v for p in parts for _, v in p.get(e, [])) for e in (0, 1)}
     assert merged == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
 
 
@@ -192,19 +195,11 @@ def test_a_source_reads_only_its_own_authenticated_partitions(spark, tmp_path):
     rdd = spark.sparkContext.parallelize(list(range(10)), 3)
     pwned = tmp_path / "pwned"
     where = tmp_path / "src"
-
-    def program(comp):
-        inp = comp.new_input()
-        got = inp.stream.collect()
-        comp.activate()
-        src.rows(comp).feed(inp)
-        comp.join()
-        return sorted(r for recs in got.results.values() for r in recs)
-
     with naiad.spark.source(rdd, path=str(where)) as src:
+        program = _fed(src)
         (where / "part-99999.pkl").write_bytes(pickle.dumps([_Planted(str(pwned))]))
         parts = naiad.execute(program, processes=2)
-        assert sorted(r for p in parts for r in p) == list(range(10))
+        assert sorted(r for p in parts for rs in p.values() for r in rs) == list(range(10))
         victim = where / "part-00001.pkl"
         victim.write_bytes(victim.read_bytes()[:40] + pickle.dumps([_Planted(str(pwned))]))
         with pytest.raises(naiad.NaiadError, match=r"part-00001.pkl: chunk 0 does not carry "

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 
 from naiad.errors import NaiadError
 from naiad.files import private_dir
-from naiad.spark.parts import first_unpicklable, read_parts, write_part
+from naiad.spark.parts import pickle_chunk, read_parts, write_part
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -375,14 +375,10 @@ def pack_results(result: Any, process_index: int) -> List[bytes]:
 
 
 def _pickle_chunk(chunk: list, process_index: int) -> bytes:
-    try:
-        return pickle.dumps(chunk, protocol=5)
-    except Exception as exc:  # noqa: BLE001 - re-raised naming the record
-        bad = first_unpicklable(chunk)
-        msg = (f"process {process_index}: the program returned a row that cannot be pickled to "
-               f"reach Spark: {_repr.repr(bad)} ({type(exc).__name__}: {exc}); return rows of "
-               "plain data (numbers, strings, tuples, lists, dicts)")
-        raise TypeError(msg) from None
+    return pickle_chunk(chunk, lambda bad, exc: (
+        f"process {process_index}: the program returned a row that cannot be pickled to "
+        f"reach Spark: {_repr.repr(bad)} ({type(exc).__name__}: {exc}); return rows of "
+        "plain data (numbers, strings, tuples, lists, dicts)"))
 
 
 def unpack_results(payload: bytes) -> list:

@@ -31,11 +31,11 @@ import os
 import pickle
 import reprlib
 import struct
-from typing import Iterable, Iterator, List
+from typing import Callable, Iterable, Iterator, List
 
 from naiad.errors import NaiadError
 
-__all__ = ["write_part", "read_parts", "first_unpicklable"]
+__all__ = ["write_part", "read_parts", "first_unpicklable", "pickle_chunk"]
 
 _HEADER = struct.Struct("<Q32s")        # payload length, HMAC
 _END = b"naiad-spark-part-end"
@@ -78,14 +78,19 @@ def write_part(path: str, key: bytes, index: int, records: Iterable, chunk: int 
 
 
 def _dumps(batch: list, index: int) -> bytes:
+    return pickle_chunk(batch, lambda bad, exc: (
+        f"partition {index}: record {_repr.repr(bad)} cannot be pickled "
+        f"({type(exc).__name__}: {exc}); records that enter a computation must be "
+        "picklable data"))
+
+
+def pickle_chunk(chunk: list, explain: Callable[[object, Exception], str]) -> bytes:
+    """``chunk`` pickled; if it cannot be, a TypeError whose message ``explain(record,
+    error)`` makes from the first record that pickle refuses."""
     try:
-        return pickle.dumps(batch, protocol=5)
+        return pickle.dumps(chunk, protocol=5)
     except Exception as exc:  # noqa: BLE001 - re-raised naming the record
-        bad = first_unpicklable(batch)
-        msg = (f"partition {index}: record {_repr.repr(bad)} cannot be pickled "
-               f"({type(exc).__name__}: {exc}); records that enter a computation must be "
-               "picklable data")
-        raise TypeError(msg) from None
+        raise TypeError(explain(first_unpicklable(chunk), exc)) from None
 
 
 def first_unpicklable(records: Iterable) -> object:
