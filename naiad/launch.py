@@ -115,7 +115,10 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                        str(workers), str(theirs.fileno())]
                 procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
                                               pass_fds=(theirs.fileno(),)))
-            send_message(mine, OPTIONS, opts)
+            try:
+                send_message(mine, OPTIONS, opts)
+            except OSError:
+                pass        # the child is gone already: the supervisor reports its exit
         return _Supervisor(procs, links, rendezvous_timeout(options),
                            float(options.get("heartbeat_timeout") or 6.0)).run()
     finally:
