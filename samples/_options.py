@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import naiad.config
 
-__all__ = ["spmd_parser", "spmd_args", "positive", "at_least", "rmat_scale", "port"]
+__all__ = ["sample_parser", "spmd_parser", "spmd_args", "positive", "at_least", "rmat_scale", "port"]
 
 NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -p, --procid ID          this process's index (default 0)
@@ -26,6 +26,16 @@ NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -h, --hosts HOST:PORT .. one host:port per process, in process order
 
 Start one process per index, each with the same -n, -t and -h."""
+
+
+def sample_parser(name: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of sample ``name``, its usage line ``naiad sample NAME``, its description
+    the first line of the sample's docstring ``doc``.
+
+    >>> sample_parser("demo", "A demo.\n\nMore.").format_usage()
+    'usage: naiad sample demo [-h]\n'
+    """
+    return argparse.ArgumentParser(prog=f"naiad sample {name}", description=doc.split("\n")[0])
 
 
 def spmd_parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -33,7 +33,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import operator
 import sys
 import time
@@ -46,7 +45,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, random_edges, stdlib_import_graph, undirected
-from samples._options import positive
+from samples._options import positive, sample_parser
 
 __all__ = ["components", "components_invariant", "components_spread", "label_propagation", "undirected_records", "rounds_needed", "oracle", "program",
            "run_components", "main"]
@@ -209,7 +208,7 @@ def run_components(records: Sequence[tuple], rounds: int, processes: int = 1,
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("components", __doc__)
     parser.add_argument("--random", type=positive, metavar="NODES",
                         help="a seeded random graph with NODES nodes and as many edges")
     parser.add_argument("--seed", type=int, default=1)

@@ -18,7 +18,6 @@ point, each epoch changes a few edges and only the distances that change are rec
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -27,7 +26,7 @@ from collections import deque
 from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import naiad
-from samples._options import at_least, positive
+from samples._options import at_least, positive, sample_parser
 from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import replay
@@ -128,7 +127,7 @@ def check(roots: Sequence[Hashable], edges: Sequence[Edge],
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("dd_bfs", __doc__)
     parser.add_argument("--nodes", type=positive, default=2000)
     parser.add_argument("--edges", type=positive, default=4000)
     parser.add_argument("--epochs", type=positive, default=10)

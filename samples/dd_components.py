@@ -32,7 +32,6 @@ and its join makes a fifth as many offers, on the way to the same fixed point.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from operator import itemgetter
@@ -44,7 +43,7 @@ from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.debian import real_graph
 from samples.graphs import random_edges
-from samples._options import at_least, positive
+from samples._options import at_least, positive, sample_parser
 
 __all__ = ["components", "priorities", "symmetric", "oracle", "rewirings", "run", "main"]
 
@@ -187,7 +186,7 @@ def _echo(epoch: int, changes: int, seconds: float) -> None:
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("dd_components", __doc__)
     parser.add_argument("--random", type=at_least(2), metavar="NODES",
                         help="a seeded random graph with NODES nodes and as many edges")
     parser.add_argument("--updates", type=positive, default=20, help="rewired edges, one per epoch")

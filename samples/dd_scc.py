@@ -18,7 +18,6 @@ through both loops only as far as they matter.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -33,7 +32,7 @@ from linq.differential import Collection
 from linq.differential.testing import replay
 from samples.graphs import random_edges
 from samples.textdata import stdlib_import_graph
-from samples._options import at_least, positive
+from samples._options import at_least, positive, sample_parser
 
 __all__ = ["scc", "trim", "oracle", "run", "main"]
 
@@ -147,7 +146,7 @@ def rewire(edges: Sequence[Edge], epochs: int, seed: int) -> List[List[Tuple[Edg
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("dd_scc", __doc__)
     parser.add_argument("--random", type=at_least(2), metavar="NODES",
                         help="a seeded random directed graph with NODES nodes and twice the edges")
     parser.add_argument("--epochs", type=positive, default=3, help="epochs of one rewired edge")

@@ -16,7 +16,6 @@ present.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from collections import Counter
@@ -27,7 +26,7 @@ from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import positive
+from samples._options import positive, sample_parser
 
 __all__ = ["word_counts", "epochs_of_files", "run", "main"]
 
@@ -98,7 +97,7 @@ def check(initial: Sequence[Line], updates: Sequence[Sequence[Tuple[Line, int]]]
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("dd_wordcount", __doc__)
     parser.add_argument("--files", type=positive, default=40)
     parser.add_argument("--epochs", type=positive, default=10)
     parser.add_argument("--per-epoch", type=positive, default=1, help="files added and removed")

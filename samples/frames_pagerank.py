@@ -28,7 +28,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -38,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import naiad
-from samples._options import positive, rmat_scale
+from samples._options import positive, rmat_scale, sample_parser
 from linq import frames
 
 __all__ = ["owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
@@ -197,8 +196,7 @@ def power_iteration(edges: Sequence[Tuple[int, int]], nodes: int, iterations: in
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m samples.frames_pagerank",
-                                     description=__doc__.split("\n")[0])
+    parser = sample_parser("frames_pagerank", __doc__)
     parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
                         help="an RMAT graph of 2**SCALE nodes instead of the Debian graph")
     parser.add_argument("--iterations", type=positive, default=10)

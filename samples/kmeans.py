@@ -23,7 +23,6 @@ The loop carries two kinds of record: points ``("p", shard, point)`` and centroi
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
 import naiad
-from samples._options import positive
+from samples._options import positive, sample_parser
 from naiad.graph import Stream
 from naiad.testing import shard as share_of
 
@@ -159,7 +158,7 @@ def run_kmeans(points: Sequence[Point], k: int, iterations: int, processes: int 
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("kmeans", __doc__)
     parser.add_argument("--points", type=positive, default=20_000)
     parser.add_argument("-k", type=positive, default=8)
     parser.add_argument("-i", "--iterations", type=positive, default=10)

@@ -34,7 +34,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import sys
@@ -45,7 +44,7 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import numpy as np
 
 import naiad
-from samples._options import port, positive, rmat_scale
+from samples._options import port, positive, rmat_scale, sample_parser
 import stages
 from naiad.partition import key_hash, route_keys
 
@@ -279,7 +278,7 @@ def write_edges_csv(edges: Sequence[Tuple[Any, Any]], path: str) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("main", __doc__)
     parser.add_argument("-i", "--iterations", type=positive, default=20)
     parser.add_argument("-n", "--processes", type=positive, default=2)
     parser.add_argument("--top", type=positive, default=20)

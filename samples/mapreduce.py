@@ -25,7 +25,6 @@ Each epoch's answer concerns that epoch's modules alone (per-time semantics).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -38,7 +37,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import positive
+from samples._options import positive, sample_parser
 
 __all__ = ["map_reduce", "find_defs", "def_name", "shared_names", "oracle", "program",
            "run_map_reduce", "main"]
@@ -130,7 +129,7 @@ def run_map_reduce(files: Sequence[str], per_epoch: int, processes: int = 1, wor
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("mapreduce", __doc__)
     parser.add_argument("--files", type=positive, default=160)
     parser.add_argument("--per-epoch", type=positive, default=40)
     parser.add_argument("-n", "--processes", type=positive, default=1)

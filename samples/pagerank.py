@@ -38,7 +38,6 @@ iteration, so it crosses the network once), spreads the shares and sums them per
 
 from __future__ import annotations
 
-import argparse
 import operator
 import sys
 import time
@@ -50,7 +49,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, rmat_edges, stdlib_import_graph
-from samples._options import positive, rmat_scale
+from samples._options import positive, rmat_scale, sample_parser
 
 __all__ = ["pagerank", "pagerank_invariant", "pagerank_spread", "power_iteration", "program", "run_pagerank", "main"]
 
@@ -224,7 +223,7 @@ def run_pagerank(edges: Sequence[Tuple[Hashable, Hashable]], iterations: int,
 
 
 def main(argv: Iterable[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("pagerank", __doc__)
     parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
                         help="an RMAT graph of 2**SCALE nodes instead of the stdlib import graph")
     parser.add_argument("-i", "--iterations", type=positive, default=10)

@@ -12,7 +12,6 @@ and counts the clusters.  The result is checked against plain Lloyd iterations.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 from samples.kmeans import kmeans, lloyd
-from samples._options import positive
+from samples._options import positive, sample_parser
 
 __all__ = ["KMeansProgram", "points_frame", "main"]
 
@@ -66,7 +65,7 @@ def points_frame(spark, n: int, centres: int, seed: int = 1, partitions: int = 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = sample_parser("spark_kmeans", __doc__)
     parser.add_argument("--points", type=positive, default=20_000)
     parser.add_argument("-k", type=positive, default=6)
     parser.add_argument("-i", "--iterations", type=positive, default=10)

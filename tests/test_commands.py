@@ -283,6 +283,8 @@ def test_every_sample_describes_its_options(name):
     via_cli = run([str(BIN / "naiad"), "sample", name, "--help"], timeout=60).stdout
     via_module = run([sys.executable, "-m", f"samples.{name}", "--help"], timeout=60).stdout
     assert "usage:" in via_cli and "usage:" in via_module
+    # The usage line names the command that runs it, not the `naiad` command's own.
+    assert via_cli.startswith(f"usage: naiad sample {name} "), via_cli.splitlines()[0]
 
 
 def test_exit_codes_and_messages():
