@@ -32,8 +32,9 @@ def sample_parser(name: str, doc: str) -> argparse.ArgumentParser:
     """The parser of sample ``name``, its usage line ``naiad sample NAME``, its description
     the first line of the sample's docstring ``doc``.
 
-    >>> sample_parser("demo", "A demo.\n\nMore.").format_usage()
-    'usage: naiad sample demo [-h]\n'
+    >>> parser = sample_parser("demo", "A demo. More below.")
+    >>> parser.prog, parser.format_usage().strip()
+    ('naiad sample demo', 'usage: naiad sample demo [-h]')
     """
     return argparse.ArgumentParser(prog=f"naiad sample {name}", description=doc.split("\n")[0])
 
