@@ -58,6 +58,7 @@ class Meter:
         self.worker = worker
         self.process = process
         self.started = time.time()
+        self.ended: Optional[float] = None
         self.busy = 0.0
         self.stage_in: Dict[int, int] = {}
         self.stage_out: Dict[int, int] = {}
@@ -155,7 +156,7 @@ class Meter:
         """The counters as plain JSON data."""
         return {
             "worker": self.worker, "process": self.process, "busy": self.busy,
-            "uptime": time.time() - self.started, "finished": self.finished,
+            "uptime": (self.ended or time.time()) - self.started, "finished": self.finished,
             "stage_in": dict(self.stage_in), "stage_out": dict(self.stage_out),
             "stage_busy": dict(self.stage_busy), "stage_batches": dict(self.stage_batches),
             "sent": [[c, d, b, r] for (c, d), (b, r) in list(self.sent.items())],
@@ -173,6 +174,7 @@ class Meter:
     def close(self, failure: Optional[str] = None) -> None:
         """The worker ended: final event, file closed."""
         self.finished = True
+        self.ended = time.time()
         if self._out is not None:
             if failure is not None:
                 self.event("failure", error=failure)

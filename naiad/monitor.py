@@ -68,8 +68,7 @@ class MonitorState:
     def reset(self) -> None:
         with getattr(self, "lock", threading.Lock()):
             self.processes: Dict[int, Dict[str, Any]] = {}
-            self.history: List[List[float]] = []      # [seconds since start, records processed]
-            self.started = time.time()
+            self.history: List[List[float]] = []      # [seconds into the run, records processed]
 
     def update(self, report: Dict[str, Any]) -> None:
         """Take one process's snapshot."""
@@ -77,7 +76,7 @@ class MonitorState:
             self.processes[int(report["process"])] = report
             total = sum(sum(w.get("stage_in", {}).values())
                         for p in self.processes.values() for w in p.get("workers", []))
-            now = round(time.time() - self.started, 3)
+            now = round(self._elapsed(), 3)
             # One sample per reporting interval, whatever the number of processes reporting.
             if not self.history or now - self.history[-1][0] >= 0.45:
                 self.history.append([now, total])
@@ -98,8 +97,15 @@ class MonitorState:
                 "finished": bool(procs) and all(p.get("finished") for p in procs),
                 "epochs_fed": max((p.get("epochs_fed", 0) for p in procs), default=0),
                 "history": list(self.history),
-                "now": time.time() - self.started,
+                "now": self._elapsed(),
             }
+
+    def _elapsed(self) -> float:
+        """How long the run has been going (or went): its longest-running worker's time since
+        it started, stopped at its end; not the server's age, which may have served other runs
+        or waited for this one to start."""
+        return max((w.get("uptime", 0.0) for p in self.processes.values()
+                    for w in p.get("workers", [])), default=0.0)
 
 
 def _page() -> bytes:

@@ -264,6 +264,25 @@ def test_reports_need_the_runs_signature_and_cannot_be_replayed():
         server.close()
 
 
+def test_the_page_times_the_run_not_the_server():
+    import time as clock
+    server = monitor.serve(0)
+    try:
+        clock.sleep(1.0)                     # the server waits, as it does for a slow start
+        before = clock.time()
+        naiad.execute(_epochs, monitor=server.port)
+        after = clock.time()
+        view = server.state.view()
+        assert view["finished"]
+        # The run's duration, within the run's window: not the server's age.
+        assert 0 < view["now"] <= after - before, (view["now"], after - before)
+        assert all(t <= view["now"] for t, _ in view["history"])
+        clock.sleep(0.3)                     # a finished run's time stands still
+        assert server.state.view()["now"] == view["now"]
+    finally:
+        server.close()
+
+
 def test_the_monitor_listens_on_loopback_only():
     server = monitor.serve(0)
     try:
