@@ -206,6 +206,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     if args.rmat:
         from samples.graphs import rmat_edges
         edges, nodes, what = rmat_edges(args.rmat), 1 << args.rmat, f"RMAT scale {args.rmat}"
+        labels = list(range(nodes))
     else:
         from samples.debian import real_graph
         labelled, what = real_graph()
@@ -219,7 +220,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
           f"{len(edges)} edges, {args.processes} x {args.threads}: {took:.2f} s; "
           f"max diff from scipy {err:.1e}")
     top = np.argsort(-got)[:5]
-    print("top:", ", ".join(f"{int(u)} {got[u]:.5f}" for u in top))
+    print("top:", ", ".join(f"{labels[u]} {got[u]:.5f}" for u in top))
     return 0 if err < 1e-9 else 1
 
 

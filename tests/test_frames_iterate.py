@@ -251,6 +251,19 @@ def test_pagerank_on_the_real_graph():
     np.testing.assert_allclose(got, power_iteration(edges, len(labels), 10), rtol=0, atol=1e-12)
 
 
+def test_the_sample_names_the_top_nodes_of_the_real_graph(capsys):
+    """The sample prints the packages (or modules) of highest rank by name, not by number."""
+    from samples.debian import real_graph
+    from samples.frames_pagerank import main, numbered
+    labelled, _ = real_graph()
+    edges, labels = numbered(labelled)
+    assert main(["--iterations", "10"]) == 0
+    top = capsys.readouterr().out.split("top: ")[1].strip().split(", ")
+    rank = power_iteration(edges, len(labels), 10)
+    expected = [f"{labels[u]} {rank[u]:.5f}" for u in np.argsort(-rank)[:5]]
+    assert top == expected
+
+
 @pytest.mark.parametrize("processes,workers", [(1, 2), (2, 2)])
 def test_each_epoch_iterates_with_its_own_entered_side(processes, workers):
     """Epochs with different static sides: each keeps its own index, none leaks into another."""
