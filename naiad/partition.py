@@ -44,8 +44,22 @@ def _mix(x: int) -> int:
 def key_hash(key: Hashable) -> int:
     """A non-negative 64-bit hash of ``key`` that is equal in every process and run.
 
-    Supports ints, strings, bytes, floats, bools, None and tuples/frozensets of these; other
-    objects are hashed through their pickled form, which must itself be deterministic.
+    Ints, strings, bytes, floats, bools, None and tuples/frozensets of these are hashed
+    directly, numbers of other types (numpy scalars, Decimal, Fraction, complex) as the int or
+    float they equal.  Other objects (dataclasses, named classes, enums, lists) are hashed from
+    what they are made of (:func:`_structure_hash`): equal keys must be made of equal parts,
+    which holds unless a class's ``__eq__`` ignores part of its state.  Sets and dicts as keys
+    are refused (TypeError).
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Tagged:
+    ...     name: str
+    ...     tags: frozenset
+    >>> key_hash(Tagged("a", frozenset("xyz"))) == key_hash(Tagged("a", frozenset("zyx")))
+    True
+    >>> key_hash(1 + 0j) == key_hash(1)
+    True
     """
     t = type(key)
     if t is int:
@@ -87,19 +101,71 @@ def key_hash(key: Hashable) -> int:
                "number from partition_by (or, where the records themselves are the keys, as "
                "in distinct, union or a count of records, make the records such values)")
         raise TypeError(msg)
+    return _structure_hash(key, 0)
+
+
+def _structure_hash(value: Any, depth: int) -> int:
+    """The hash of any other value from what it is made of, as pickling would take it apart
+    (``__reduce_ex__``): its class's module and qualified name, the arguments that rebuild
+    it and its state, with the items of dicts and sets combined in no order.  Nothing is
+    pickled, so a class defined in the program's ``__main__`` hashes alike in every process,
+    and a frozenset or dict inside a dataclass hashes alike whatever its iteration order."""
+    if depth > _DEPTH:
+        msg = f"partition key nested more than {_DEPTH} levels deep ({type(value).__name__})"
+        raise TypeError(msg)
+    t = type(value)
+    if t in _LEAVES or value is None or _as_builtin_number(value) is not None:
+        return key_hash(value)
+    depth += 1
+    if isinstance(value, (tuple, list)):
+        return _sequence_hash(value, depth, 0x7475706C)
+    if isinstance(value, (dict, set, frozenset)):
+        items = value.items() if isinstance(value, dict) else value
+        h = 0x5E7
+        for item in items:
+            h ^= _structure_hash(item, depth)
+        return _mix(h ^ len(value))
+    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
+        name = f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+        return _mix(crc32(name.encode("utf-8", "surrogatepass")) ^ 0x7E)
     try:
-        data = pickle.dumps(key, protocol=4)
+        parts = value.__reduce_ex__(4)
     except Exception as exc:  # noqa: BLE001 - re-raised with advice
-        msg = (f"cannot hash partition key {key!r} of type {t.__name__}: {exc}; "
-               "return an int, str, bytes, float or tuple of these from partition_by")
+        msg = (f"cannot hash partition key {value!r:.80} of type {t.__name__}: {exc}; return "
+               "an int, str, bytes, float or tuple of these from partition_by (or, where the "
+               "records themselves are the keys, as in distinct, union or a count of records, "
+               "make the records such values)")
         raise TypeError(msg) from exc
-    return _mix(crc32(data) ^ (len(data) << 32))
+    if isinstance(parts, str):                      # a module-level singleton, by its name
+        return _structure_hash(f"{getattr(value, '__module__', '')}.{parts}", depth)
+    parts = tuple(p if p is None or not hasattr(p, "__next__") else
+                  (dict(p) if i == 4 else list(p)) for i, p in enumerate(parts))
+    return _sequence_hash(parts, depth, crc32(t.__qualname__.encode()))
+
+
+def _sequence_hash(items: Any, depth: int, seed: int) -> int:
+    h = seed
+    for item in items:
+        h = _mix((h * 1000003) ^ _structure_hash(item, depth))
+    return h
+
+
+_DEPTH = 64
+_LEAVES = frozenset({int, str, bytes, float, bool})
 
 
 def _as_builtin_number(key: Any) -> Any:
     """The int or float equal to a numeric key of another type (numpy scalars, Decimal,
-    Fraction, float subclasses), so that keys equal in Python hash equal everywhere; None when
-    ``key`` is not such a number."""
+    Fraction, float subclasses, numpy bools, complex numbers without an imaginary part), so
+    that keys equal in Python hash equal everywhere; None when ``key`` is not such a number."""
+    t = type(key)
+    if t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"):
+        return int(bool(key))
+    if isinstance(key, numbers.Complex) and not isinstance(key, numbers.Real):
+        try:
+            return _as_builtin_number(key.real) if key.imag == 0 else None
+        except (TypeError, ValueError):
+            return None
     if hasattr(key, "__index__"):                       # numpy and other integer types
         try:
             return operator.index(key)

@@ -7,8 +7,14 @@ matches.
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
+import enum
 import fractions
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -29,6 +35,8 @@ class MyFloat(float):
     (5, fractions.Fraction(10, 2)), (5, 5.0), (5, True * 5), (2.5, np.float64(2.5)),
     (2.5, np.float32(2.5)), (2.5, MyFloat(2.5)), (2.5, decimal.Decimal("2.5")),
     (2.5, fractions.Fraction(5, 2)), ((1, "a"), (np.int32(1), "a")),
+    (True, np.True_), (0, np.False_), (1, 1 + 0j), (2.5, complex(2.5, 0)),
+    ((True, "a"), (np.bool_(True), "a")),
 ])
 def test_equal_keys_hash_equal_whatever_their_type(plain, other):
     assert plain == other
@@ -79,3 +87,74 @@ def test_a_join_of_int_and_numpy_keys_across_processes_finds_every_match():
 
     found = sorted(k for part in naiad.execute(program, processes=2, workers=2) for k in part)
     assert found == list(range(40))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tagged:
+    name: str
+    tags: frozenset
+    extra: tuple = ()
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+_HASH_IN_A_PROCESS = textwrap.dedent("""
+    import sys, numpy as np
+    from naiad.partition import key_hash
+    from tests.test_partition_keys import Colour, Tagged
+    keys = [Tagged("a", frozenset({"red", "green", "blue", "x", "y", "z"})),
+            Tagged("b", frozenset({("k", 1), ("j", 2)}), extra=(Colour.RED, [1, {"p", "q"}])),
+            [frozenset("abcdef"), Colour.BLUE], np.array([1, 2, 3]), complex(1, 2)]
+    print([key_hash(k) for k in keys])
+""")
+
+
+def test_keys_made_of_sets_or_of_the_programs_classes_hash_alike_in_every_process():
+    """A dataclass holding a frozenset of strings used to be hashed through its pickle, whose
+    set order follows the process's string hash seed: equal records went to different
+    workers."""
+    seen = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        out = subprocess.run([sys.executable, "-c", _HASH_IN_A_PROCESS], env=env, text=True,
+                             capture_output=True, timeout=60, check=True).stdout
+        seen.add(out)
+    assert len(seen) == 1, seen
+
+
+def test_equal_records_of_the_programs_own_class_meet_across_processes(tmp_path):
+    """Records of a class defined in the script run as ``__main__``, counted across two
+    processes: they used to fail to pickle for the hash in the children (``Can't pickle
+    <class '__main__.Point'>``), and records holding a frozenset went to different workers."""
+    script = tmp_path / "points.py"
+    script.write_text(textwrap.dedent("""
+        import dataclasses
+        import linq  # noqa: F401
+        import naiad
+
+        @dataclasses.dataclass(frozen=True)
+        class Point:
+            x: int
+            tags: frozenset
+
+        def program(comp):
+            inp = comp.new_input()
+            got = inp.stream.count().collect()
+            comp.activate()
+            inp.on_next([Point(i % 7, frozenset({"red", "green", "blue", f"t{i % 7}"}))
+                         for i in range(70)])
+            inp.on_completed()
+            comp.join(timeout=60)
+            return got.results.get(0, [])
+
+        if __name__ == "__main__":
+            parts = naiad.execute(program, processes=2, workers=2)
+            print(sorted((p.x, n) for part in parts for p, n in part))
+    """))
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str([(x, 20) for x in range(7)])
