@@ -39,7 +39,7 @@ from naiad.loops import LoopContext
 from naiad.progress.timestamp import Timestamp
 from linq.core import LinqVertex, UserFunctionError, emit
 
-__all__ = ["Loop", "held", "inherit", "check_mix", "HeldVertex", "held_stage", "checked_concat"]
+__all__ = ["Loop", "held", "mark_held", "inherit", "check_mix", "HeldVertex", "held_stage", "checked_concat"]
 
 _KEY = "linq.invariant"      # StageDef.params: (loop scope, last iteration) of an invariant output
 
@@ -50,6 +50,7 @@ class Loop:
     def __init__(self, context: LoopContext, iterations: int):
         self.context = context
         self.iterations = iterations
+        self.entered_varying = False      # whether the body entered a stream that varies
 
     @property
     def name(self) -> str:
@@ -68,12 +69,23 @@ class Loop:
                    "streams built outside the loop, and use the body's own argument for the "
                    "iterated one")
             raise GraphError(msg)
+        outer = held(stream)
+        if outer is not None:
+            msg = (f"loop {ctx.name!r} enter: the stream is loop-invariant in the enclosing loop "
+                   f"{outer[0].path()} (from its loop.enter), so its records exist at that "
+                   "loop's first iteration only and this loop would miss them at the next "
+                   "ones; join or cogroup with it in the enclosing loop's body, or enter the "
+                   "stream it was made from into the enclosing loop as part of the iterated "
+                   "stream")
+            raise GraphError(msg)
+        self.entered_varying = True
         out = ctx.enter(stream)
-        _mark(out, (ctx.scope, self.iterations - 1))
+        mark_held(out, (ctx.scope, self.iterations - 1))
         return out
 
 
-def _mark(stream: Stream, value) -> Stream:
+def mark_held(stream: Stream, value) -> Stream:
+    """Mark ``stream`` invariant in a loop: ``value`` is ``(loop scope, last iteration)``."""
     for sid, _ in stream.sources:
         stream.graph.stages[sid].params[_KEY] = value
     return stream
@@ -100,7 +112,7 @@ def inherit(op: str, inputs, out: Stream) -> Stream:
         return out
     if any(m is None for m in marks):
         check_mix(op)
-    return _mark(out, marks[0])
+    return mark_held(out, marks[0])
 
 
 def check_mix(op: str) -> None:

@@ -20,7 +20,7 @@ from naiad.graph import Stream
 from naiad.loops import LoopContext
 from naiad.vertex import Vertex
 from linq.core import fn_name, need_callable
-from linq.invariant import Loop, held
+from linq.invariant import Loop, held, mark_held
 
 __all__ = ["iterate", "iterate_and_accumulate", "takes_loop"]
 
@@ -41,12 +41,14 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
           partition_by: Optional[Callable[[Any], Any]], name: Optional[str]):
     need_callable(what, "body", body, "body(stream) -> stream or body(loop, stream) -> stream")
     positive_int("iterations", iterations, what=f"{what}: the number of iterations")
+    outer = held(stream)          # iterating a stream invariant in the enclosing loop
     loop = LoopContext(stream.computation, name or what)
     entered = loop.enter(stream)
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)
     x = entered.concat(fb.stream)
     shaped: Any = body             # body(stream) or body(loop, stream), told apart at run time
-    out = shaped(Loop(loop, iterations), x) if takes_loop(body) else shaped(x)
+    loop_arg = Loop(loop, iterations) if takes_loop(body) else None
+    out = shaped(loop_arg, x) if loop_arg is not None else shaped(x)
     if not isinstance(out, Stream) or out.scope is not loop.scope:
         got = (f"a stream of scope {out.scope.path()}" if isinstance(out, Stream)
                else f"{type(out).__name__} {out!r}")
@@ -58,7 +60,22 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
                "loop.enter only); return one computed from the iterated stream")
         raise GraphError(msg)
     fb.connect(out)
-    return loop, out
+    return loop, out, outer, loop_arg
+
+
+def _invariant_result(stream: Stream, outer: Optional[tuple], body: Callable, what: str,
+                      loop_arg: Optional[Loop]) -> Stream:
+    """The loop's result; invariant in the enclosing loop when the iterated stream is (and
+    the body brought nothing varying in), a GraphError when it would mix the two kinds."""
+    if outer is None:
+        return stream
+    if loop_arg is not None and loop_arg.entered_varying:
+        msg = (f"{what}: the iterated stream is loop-invariant in the enclosing loop "
+               f"{outer[0].path()}, but the body {fn_name(body)} enters a stream that varies "
+               "with it; iterate the varying stream instead, or join the two in the "
+               "enclosing loop's body")
+        raise GraphError(msg)
+    return mark_held(stream, outer)
 
 
 def takes_loop(body: Callable) -> bool:
@@ -97,9 +114,9 @@ def iterate(stream: Stream, body: Callable[[Stream], Stream], iterations: int, *
     >>> run(lambda comp, s: s.iterate(halve, 2), [[8, 9, 3, 1]])   # 1 and 3 die out
     {0: [2]}
     """
-    loop, out = _loop(stream, body, iterations, "iterate", partition_by, name)
+    loop, out, outer, arg = _loop(stream, body, iterations, "iterate", partition_by, name)
     last = stages.unary(out, lambda: _AtCounter(iterations - 1), name=f"{loop.name}.last")
-    return loop.exit(last)
+    return _invariant_result(loop.exit(last), outer, body, "iterate", arg)
 
 
 def iterate_and_accumulate(stream: Stream, body: Callable[[Stream], Stream], iterations: int,
@@ -113,5 +130,6 @@ def iterate_and_accumulate(stream: Stream, body: Callable[[Stream], Stream], ite
     >>> run(lambda comp, s: s.iterate_and_accumulate(step, 3), [[1, 2]])
     {0: [11, 12, 21, 22, 31, 32]}
     """
-    loop, out = _loop(stream, body, iterations, "iterate_and_accumulate", partition_by, name)
-    return loop.exit(out)
+    loop, out, outer, arg = _loop(stream, body, iterations, "iterate_and_accumulate",
+                                  partition_by, name)
+    return _invariant_result(loop.exit(out), outer, body, "iterate_and_accumulate", arg)

@@ -160,3 +160,65 @@ def test_enter_needs_an_outer_stream():
         run(build, [[1]])
     with pytest.raises(TypeError, match="Stream"):
         run(lambda comp, s: s.iterate(lambda loop, x: loop.enter(42), 2), [[1]])
+
+
+# ---- nested loops -------------------------------------------------------------------------------
+def _nested_oracle(epoch: list, outer: int, inner: int) -> list:
+    """x (key, value) after ``outer`` rounds, each ``inner`` multiplications by every factor
+    of its key, each factor first raised by one per inner round of an invariant inner loop."""
+    fs = defaultdict(list)
+    for _, k, f in (r for r in epoch if r[0] == "f"):
+        fs[k].append(f + inner)
+    xs = [r[1:] for r in epoch if r[0] == "x"]
+    for _ in range(outer):
+        xs = [(k, v * f) for k, v in xs for f in fs[k]]
+    return sorted(xs)
+
+
+def test_an_inner_loop_over_an_invariant_stream_stays_invariant(cluster):
+    """The inner loop iterates the factors, invariant in the outer loop: its result is made once
+    per epoch and holds at every outer iteration (it used to exist at the first one only, so
+    the outer join matched nothing from the second outer iteration on)."""
+    outer, inner = 3, 2
+
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            raised = loop.enter(fs).iterate(lambda f: f.select(lambda r: (r[0], r[1] + 1)),
+                                            inner)
+            return x.join(raised, lambda r: r[0], lambda r: r[0],
+                          lambda a, b: (a[0], a[1] * b[1]))
+        return xs.iterate(body, outer)
+    epochs = random_epochs(seed=3, epochs=3, size=12)
+    got = run(build, epochs, processes=cluster.processes, workers=cluster.workers)
+    assert got == {e: _nested_oracle(recs, outer, inner) for e, recs in enumerate(epochs)}
+
+
+def test_entering_an_outer_invariant_stream_into_an_inner_loop_is_refused():
+    """Its records exist at the outer loop's first iteration only: the inner loops of the later
+    outer iterations silently missed them."""
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            f = loop.enter(fs)
+            return x.iterate(lambda inner, y: y.join(inner.enter(f), lambda r: r[0],
+                                                     lambda r: r[0], lambda a, b: a), 2)
+        return xs.iterate(body, 3)
+    with pytest.raises(GraphError, match="invariant in the enclosing loop"):
+        run(build, [[("x", 1, 1), ("f", 1, 2)]])
+
+
+def test_an_invariant_inner_loop_that_enters_a_varying_stream_is_refused():
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            mixed = loop.enter(fs).iterate(
+                lambda inner, f: f.join(inner.enter(x), lambda r: r[0], lambda r: r[0],
+                                        lambda a, b: a), 2)
+            return x.join(mixed, lambda r: r[0], lambda r: r[0], lambda a, b: a)
+        return xs.iterate(body, 3)
+    with pytest.raises(GraphError, match="enters a stream that varies"):
+        run(build, [[("x", 1, 1), ("f", 1, 2)]])
