@@ -219,21 +219,28 @@ _caches: Dict[int, Dict[Any, int]] = {}
 
 
 BATCH_BYTES = 1 << 20
-"""A batch for another worker of more than 1,024 records is cut to about this many bytes (its
-first record pickled is the sample), so that the bounded queues between workers
-(:mod:`naiad.transport.backpressure`) bound bytes, not only messages."""
+"""A batch for another worker is cut into parts of about this many bytes (:func:`batch_cut`),
+so that the bounded queues between workers (:mod:`naiad.transport.backpressure`) bound bytes,
+not only messages."""
 
 
 def batch_cut(records: Sequence[Any]) -> int:
-    """Records per part when ``records`` go to another worker (``len(records)``: no cut)."""
+    """Records per part when ``records`` go to another worker (``len(records)``: no cut): about
+    :data:`BATCH_BYTES` a part, the record size being the median of three pickled samples
+    (the first, middle and last record; one outlier does not shrink the parts).
+
+    >>> batch_cut([b"x" * 10] * 5000), batch_cut([b"x" * 100_000] * 40)
+    (5000, 10)
+    """
     n = len(records)
-    if n <= 1024:
+    if n <= 1:
         return n
     try:
-        size = len(pickle.dumps(records[0], protocol=5))
+        sizes = sorted(len(pickle.dumps(records[i], protocol=5)) for i in (0, n // 2, n - 1))
     except Exception:
         return n
-    return max(1024, BATCH_BYTES // max(size, 1))
+    cut = max(1, BATCH_BYTES // max(sizes[1], 1))
+    return n if cut >= n else cut
 
 
 def partition(records: Sequence[Any], key: Callable[[Any], Hashable], parts: int) -> List[list]:

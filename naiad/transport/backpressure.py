@@ -5,10 +5,10 @@ Three bounds keep a fast producer from filling memory when the worker it sends t
 * **Queues.** A worker's data PUSH socket to another process holds at most :data:`SEND_HWM`
   messages and its PULL socket at most :data:`RECEIVE_HWM` (ZeroMQ high-water marks); the
   kernel's TCP buffers hold a few MB more.  A message leaves once its records reach about
-  :data:`MESSAGE_BYTES` (estimated from the last message to the same worker; at first after
-  :data:`RECORDS_PER_MESSAGE` records), and batches are cut to about
-  :data:`naiad.partition.BATCH_BYTES`, so what waits between two workers is a few messages of
-  a few MB, however large the epoch.
+  :data:`MESSAGE_BYTES` (estimated from the last message to the same worker; the first one
+  to a worker leaves with its first batch, whose size is then known), and batches are cut to
+  about :data:`naiad.partition.BATCH_BYTES`, so what waits between two workers is a few
+  messages of about 1 MB, however large the epoch and its records.
 * **Receiving.** A worker reads its socket only while fewer than
   :data:`naiad.worker_state.PENDING_BEFORE_RECEIVE` batches wait for delivery, and about
   :data:`RECEIVE_BYTES` at a time, so it
@@ -48,8 +48,7 @@ import zmq
 
 from naiad.errors import NaiadError
 
-__all__ = ["SEND_HWM", "RECEIVE_HWM", "MESSAGE_BYTES", "RECORDS_PER_MESSAGE", "RECEIVE_BYTES",
-           "wait_to_send"]
+__all__ = ["SEND_HWM", "RECEIVE_HWM", "MESSAGE_BYTES", "RECEIVE_BYTES", "wait_to_send"]
 
 SEND_HWM = 16
 """Messages a data PUSH socket queues for its destination before a send waits."""
@@ -57,8 +56,6 @@ RECEIVE_HWM = 16
 """Messages a data PULL socket queues before ZeroMQ stops reading the connection."""
 MESSAGE_BYTES = 1 << 20
 """Bytes (estimated) after which a worker's buffered items for one destination leave."""
-RECORDS_PER_MESSAGE = 2048
-"""Records after which buffered items leave while no size per record is known yet."""
 RECEIVE_BYTES = 4 << 20
 """One receive stops taking messages from the socket after this many bytes (the rest waits
 there, bounded)."""

@@ -27,7 +27,7 @@ import zmq
 from naiad.errors import ComputationFailed, NaiadError
 from naiad.messages import DATA, PROGRESS, STOP
 from naiad.transport.backpressure import (MESSAGE_BYTES, RECEIVE_BYTES, RECEIVE_HWM,
-                                          RECORDS_PER_MESSAGE, SEND_HWM, wait_to_send)
+                                          SEND_HWM, wait_to_send)
 from naiad.transport.control import ControlPlane, connect_push
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
@@ -247,7 +247,7 @@ class ZmqFabric:
         items.append((DATA, conn_id, time, records))
         counts = self._out_records[src - self.first]
         n = counts.get(dst, 0) + len(records)
-        if len(items) >= _ITEMS_BEFORE_FLUSH or n >= self._flush_at.get(dst, RECORDS_PER_MESSAGE):
+        if len(items) >= _ITEMS_BEFORE_FLUSH or n >= self._flush_at.get(dst, 1):
             out[dst] = []
             counts[dst] = 0
             self._send_items(src, dst, items)
@@ -345,7 +345,9 @@ class ZmqFabric:
         size = len(payload) + sum(b.raw().nbytes for b in buffers)
         records = sum(len(it[3]) for it in items if it[0] == DATA)
         if records:
-            self._flush_at[dst] = max(64, MESSAGE_BYTES * records // max(size, 1))
+            # Records for 80% of MESSAGE_BYTES: a part cut to about that size (batch_cut)
+            # leaves alone, not with the next one in a message of twice the size.
+            self._flush_at[dst] = max(1, MESSAGE_BYTES * 4 // 5 * records // max(size, 1))
         frames: List[Any] = [BATCH, payload, *buffers]
         copy = size < COPY_BELOW
         try:
