@@ -189,3 +189,51 @@ def test_a_peer_ending_before_activate_fails_activate_at_once():
     assert isinstance(parts[0], naiad.ComputationFailed), parts[0]
     assert "process(es) [1] ended before reaching activate" in str(parts[0])
     assert time.monotonic() - t0 < 15      # not the 20 s of connect_timeout
+
+
+def _started_by_hand(flags: List[List[str]]) -> List[Any]:
+    """``naiad run tests.launch_programs:count_words`` once per list of flags, as processes."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root), NAIAD_SECRET=SECRET)
+    return [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run",
+                              "tests.launch_programs:count_words", *f],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, cwd=root) for f in flags]
+
+
+def test_processes_started_with_different_process_counts_both_name_it_at_once():
+    """-n 2 against -n 3: the process given 3 used to wait the whole connect_timeout (30 s) for
+    a third process, then blamed the other one as "gone"."""
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    t0 = time.monotonic()
+    procs = _started_by_hand([["-p", "0", "-n", "2", "-h", *hosts[:2]],
+                              ["-p", "1", "-n", "3", "-h", *hosts]])
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert time.monotonic() - t0 < 15, outs
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0 and "give every process the same -n and -t" in err, err
+
+
+def test_a_peer_killed_while_the_others_wait_for_a_late_one_is_named_at_once():
+    """Processes 0 and 1 of 3 meet; 2 never comes; 1 is killed: 0 names it within seconds (it
+    used to wait out connect_timeout, 27 s more, before saying so)."""
+    import signal
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    procs = _started_by_hand([["-p", str(i), "-n", "3", "-h", *hosts] for i in (0, 1)])
+    try:
+        deadline = time.monotonic() + 20
+        while _established_to(int(hosts[1].split(":")[1])) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)         # process 0 has connected to process 1
+        time.sleep(1.0)             # and their hellos have crossed
+        procs[1].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = procs[0].communicate(timeout=60)
+        assert time.monotonic() - killed < 10, err
+        assert procs[0].returncode != 0 and "process 1" in err and "is gone" in err, err
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()

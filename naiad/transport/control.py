@@ -22,7 +22,7 @@ import queue
 import struct
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import zmq
 
@@ -91,7 +91,7 @@ class ControlPlane:
         self._arrivals: Dict[str, Dict[int, Any]] = {}
         self._arrived: Dict[str, Any] = {}       # barriers this process arrived at, not awaited
         self._arrival_cv = threading.Condition()
-        self._ready = threading.Event()
+        self._hello_cv = threading.Condition()   # notified by each hello and by a peer's failure
         self._finished = threading.Event()
         self._stop_thread = False
         self._thread: Optional[threading.Thread] = None
@@ -126,16 +126,31 @@ class ControlPlane:
                                         daemon=True, name=f"naiad-comm-{self.process_index}")
         self._thread.start()
 
-    def wait_for_peers(self, timeout: float) -> Dict[int, Any]:
-        """Every peer's hello, by process (bounded by ``timeout`` seconds)."""
-        if not self._ready.wait(timeout):
-            missing = [f"{p} ({self.endpoints[p]})" for p in self.peers() if p not in self._hello]
-            msg = (f"process {self.process_index} waited {timeout:.0f} s for process(es) "
-                   f"{', '.join(missing)}; start every process with the same --numprocs and "
-                   "--hosts, or raise connect_timeout")
-            raise ComputationFailed(msg)
-        self.hooks.check_failed()
-        return dict(self._hello)
+    def wait_for_peers(self, timeout: float,
+                       check: Optional[Callable[[Dict[int, Any]], None]] = None
+                       ) -> Dict[int, Any]:
+        """Every peer's hello, by process (bounded by ``timeout`` seconds).  ``check`` sees the
+        hellos as they come and raises for one that cannot work with this process (another
+        layout), so a misconfigured process is named at once; a peer that fails or is gone
+        meanwhile ends the wait at once with its error."""
+        deadline = time.monotonic() + timeout
+        with self._hello_cv:
+            while True:
+                self.hooks.check_failed()
+                hellos = dict(self._hello)
+                if check is not None:
+                    check(hellos)
+                if len(hellos) >= self.processes - 1:
+                    return hellos
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [f"{p} ({self.endpoints[p]})" for p in self.peers()
+                               if p not in hellos]
+                    msg = (f"process {self.process_index} waited {timeout:.0f} s for "
+                           f"process(es) {', '.join(missing)}; start every process with the "
+                           "same --numprocs and --hosts, or raise connect_timeout")
+                    raise ComputationFailed(msg)
+                self._hello_cv.wait(left)
 
     # ---- requests from this process ---------------------------------------------------------
     def relay_failure(self, exc: BaseException) -> None:
@@ -307,9 +322,9 @@ class ControlPlane:
             tag = frames[0].bytes
             proc = int.from_bytes(frames[1].bytes, "little")
             if tag == HELLO:
-                self._hello[proc] = pickle.loads(frames[2].bytes)
-                if len(self._hello) == self.processes - 1:
-                    self._ready.set()
+                with self._hello_cv:
+                    self._hello[proc] = pickle.loads(frames[2].bytes)
+                    self._hello_cv.notify_all()
             elif tag == DONE:
                 self.done_from.add(proc)
                 with self._arrival_cv:
@@ -324,6 +339,12 @@ class ControlPlane:
                 exc = load_failure(frames[2].bytes, proc)
                 self.done_from.add(proc)
                 self.hooks.fail(RemoteFailure(proc, exc))
+                self._wake_hello_wait()
+
+    def _wake_hello_wait(self) -> None:
+        """A wait for the hellos ends with the failure just recorded."""
+        with self._hello_cv:
+            self._hello_cv.notify_all()
 
     def _on_monitor(self, mon: zmq.Socket, p: int) -> None:
         """A connection event of the control socket to process ``p``."""
@@ -352,3 +373,4 @@ class ControlPlane:
                        f"{self.process_index} stops")
                 self.done_from.add(p)
                 self.hooks.fail(RemoteFailure(p, None, msg))
+                self._wake_hello_wait()

@@ -168,8 +168,7 @@ class ZmqFabric:
         mine = [self.worker_endpoints[self.first + i] for i in range(self.workers_per_process)]
         self.control.start(endpoints, (self.fingerprint, self.workers_per_process,
                                        self.processes, mine))
-        hellos = self.control.wait_for_peers(float(opts["connect_timeout"]))
-        self._check_peers(hellos)
+        self.control.wait_for_peers(float(opts["connect_timeout"]), self._check_peers)
         if self.fingerprint is None:
             self._connect_data()
 
