@@ -131,18 +131,24 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
 
 
 def _terminate_as_exit() -> Callable[[], None]:
-    """While the run lasts, SIGTERM to the launcher ends it like an exception: the children are
-    killed and the private directory (with the run's secret) is removed on the way out.  Only
-    the main thread can install a handler, and only over the default one; the returned function
-    puts the previous handler back."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+    """While the run lasts, SIGTERM or SIGHUP (its terminal closed) to the launcher ends it like
+    an exception: the children are killed and the private directory (with the run's secret) is
+    removed on the way out.  Only the main thread can install a handler, and only over the
+    default one (a SIGHUP ignored by ``nohup`` stays ignored); the returned function puts the
+    previous handlers back."""
+    if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    mine = [s for s in _ENDING_SIGNALS if signal.getsignal(s) is signal.SIG_DFL]
+    for s in mine:
+        signal.signal(s, _on_sigterm)
 
     def restore() -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for s in mine:
+            signal.signal(s, signal.SIG_DFL)
     return restore
+
+
+_ENDING_SIGNALS = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
 
 
 def _on_sigterm(signum, frame) -> None:

@@ -332,11 +332,15 @@ def _start_sleeper(tmp_path):
     return launcher, children, tmp
 
 
-def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_to_the_launcher_removes_its_directory_and_its_children(tmp_path, signame):
+    """SIGTERM, or SIGHUP (the terminal or ssh session closed: it used to leave the private
+    directory behind)."""
     import signal
+    sig = getattr(signal, signame)
     launcher, children, tmp = _start_sleeper(tmp_path)
-    launcher.send_signal(signal.SIGTERM)
-    assert launcher.wait(timeout=20) == 128 + signal.SIGTERM
+    launcher.send_signal(sig)
+    assert launcher.wait(timeout=20) == 128 + sig
     assert not list(tmp.glob("naiad-*")), "the private directory (with the secret) was left"
     time.sleep(0.5)
     assert not [c for c in children if procfs.alive(c)], "children outlived the launcher"
@@ -437,9 +441,9 @@ def test_the_launchers_sigterm_handler_lasts_only_as_long_as_the_run():
     import signal as _signal
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers belong to the main thread")
-    before = _signal.getsignal(_signal.SIGTERM)
+    before = [_signal.getsignal(s) for s in (_signal.SIGTERM, _signal.SIGHUP)]
     assert naiad.execute(dist_programs.wordcount, processes=2)
-    assert _signal.getsignal(_signal.SIGTERM) is before
+    assert [_signal.getsignal(s) for s in (_signal.SIGTERM, _signal.SIGHUP)] == before
 
 
 def test_sigkill_to_the_launcher_leaves_no_secret_on_disk(tmp_path):
