@@ -11,6 +11,10 @@ value raises ``TypeError`` or ``ValueError`` naming the option and what it takes
 Traceback (most recent call last):
 ...
 ValueError: option heartbeat_timeout must be a number > 0 (seconds); got -1
+>>> check_options({"send_timeout": float("inf")})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: option send_timeout must be a finite number of seconds (every wait has a bound; ...
 >>> check_options({"checkpoint_evry": 10})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -19,6 +23,7 @@ TypeError: unknown option(s) checkpoint_evry; known options: accumulate, ...
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -39,13 +44,22 @@ def positive_int(name: str, value: Any, minimum: int = 1, what: str = "") -> int
     return value
 
 
-def _number(positive: bool) -> Callable[[str, Any], None]:
+def _number(positive: bool, minimum: float = 0.0) -> Callable[[str, Any], None]:
+    """Seconds: a finite number (every wait has a bound), > 0 when ``positive``, and at least
+    ``minimum``."""
     def check(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             msg = f"option {name} must be a number (seconds); got {type(value).__name__} {value!r}"
             raise TypeError(msg)
         if positive and not value > 0:
             msg = f"option {name} must be a number > 0 (seconds); got {value!r}"
+            raise ValueError(msg)
+        if not math.isfinite(value):
+            msg = (f"option {name} must be a finite number of seconds (every wait has a "
+                   f"bound; give a large one to wait long); got {value!r}")
+            raise ValueError(msg)
+        if value < minimum:
+            msg = f"option {name} must be at least {minimum:g} s; got {value!r}"
             raise ValueError(msg)
     return check
 
@@ -98,8 +112,9 @@ OPTIONS: Dict[str, Tuple[Any, Callable[[str, Any], None], bool, str]] = {
                    "accumulate progress updates before broadcasting (paper 3.3.2b)"),
     "debug_progress": (False, _BOOL, False, "check every progress invariant as the run goes"),
     "connect_timeout": (30.0, _number(True), False, "seconds to wait for the other processes"),
-    "heartbeat_timeout": (6.0, _number(True), False,
-                          "seconds of silence after which a peer counts as dead"),
+    "heartbeat_timeout": (6.0, _number(True, 0.5), False,
+                          "seconds of silence after which a peer counts as dead (at least 0.5: "
+                          "heartbeats go every 50 ms at the most)"),
     "secret": (None, _secret, True, "shared secret for CURVE authentication"),
     "listen": (None, _kind(str, text="a host name or address"), True,
                "address to listen on when hosts are not given (loopback)"),

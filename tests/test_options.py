@@ -10,6 +10,10 @@ import naiad
 BAD = [
     ("heartbeat_timeout", -1, ValueError),
     ("heartbeat_timeout", "6", TypeError),
+    ("heartbeat_timeout", 0.001, ValueError),      # every peer would look dead at once
+    ("send_timeout", float("inf"), ValueError),    # every wait has a bound
+    ("connect_timeout", float("nan"), ValueError),
+    ("checkpoint_interval", float("inf"), ValueError),
     ("connect_timeout", 0, ValueError),
     ("checkpoint_every", 0, ValueError),
     ("checkpoint_every", 2.5, TypeError),
