@@ -237,3 +237,19 @@ def test_a_peer_killed_while_the_others_wait_for_a_late_one_is_named_at_once():
         for p in procs:
             p.kill()
             p.communicate()
+
+
+def test_a_second_process_with_the_same_index_says_so():
+    import socket
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind(("127.0.0.1", int(hosts[0].split(":")[1])))
+    taken.listen()                  # what the first process started with -p 0 holds
+    try:
+        [proc] = _started_by_hand([["-p", "0", "-n", "2", "-h", *hosts]])
+        _, err = proc.communicate(timeout=60)
+    finally:
+        taken.close()
+    assert proc.returncode != 0
+    assert "Address already in use" in err and "started with the same -p 0" in err, err

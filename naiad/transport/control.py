@@ -16,6 +16,7 @@ alone, which waits for every other process's while they go on.  The data plane
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import queue
@@ -110,6 +111,10 @@ class ControlPlane:
             self.pull.bind(address)
         except zmq.ZMQError as exc:
             msg = f"process {self.process_index} cannot listen on {address}: {exc}"
+            if exc.errno == errno.EADDRINUSE:
+                msg += (f"; another program listens there, or another process was started "
+                        f"with the same -p {self.process_index}: give each process its own "
+                        "index, and each index its own host:port in -h")
             raise NaiadError(msg) from exc
         return self.pull.getsockopt_string(zmq.LAST_ENDPOINT)
 
