@@ -38,6 +38,8 @@ _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 6
 # Shapes a user function's result must have (checked when a failure is diagnosed).
 ITERABLE = "an iterable of output records (a list, tuple, set or generator)"
 HASHABLE = "a hashable key (int, str, tuple, ...), since keys are grouped and exchanged by value"
+HASHABLE_VALUE = ("a hashable value (int, str, tuple, ...), since a differential operator keeps "
+                  "its values as multisets")
 
 
 class UserFunctionError(NaiadError):
@@ -129,7 +131,7 @@ def call(op: str, role: str, fn: Callable, args: Sequence[Any],
                                     f"returned {type(res).__name__} {_repr.repr(res)}, which is "
                                     "not iterable", expect,
                                     "wrap a single record in a list: [record]") from None
-    elif expect is HASHABLE:
+    elif expect is HASHABLE or expect is HASHABLE_VALUE:
         try:
             hash(res)
         except TypeError:

@@ -286,6 +286,7 @@ class _SinkVertex(Vertex):
     """Keeps records per epoch and hands complete epochs to its subscription."""
 
     _observer = True
+    observe_role = "subscribe"      # what an error while it observes the frontier is called
 
     def __init__(self, sub: Subscription):
         super().__init__()

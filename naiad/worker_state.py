@@ -405,7 +405,10 @@ class WorkerState:
                 v.observe_frontier(frontier)
             except Exception as exc:
                 at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
-                self._raise_vertex_error(v, at, "subscribe", exc)
+                # A subscribe sink delivers there; other observers (an arrangement that
+                # compacts its traces) are named by the callback itself.
+                role = getattr(v, "observe_role", "observe_frontier")
+                self._raise_vertex_error(v, at, role, exc)
 
     def _check_not_notified(self, stage_id: int, time: Timestamp) -> None:
         for n in self._notified.get(stage_id, ()):

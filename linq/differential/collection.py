@@ -24,8 +24,8 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tup
 import stages
 from naiad.errors import GraphError
 from naiad.graph import Stream
-from linq.core import (HASHABLE, UserFunctionError, call, emit, label, need_callable,
-                        require_hashable)
+from linq.core import (HASHABLE, HASHABLE_VALUE, UserFunctionError, call, emit, label,
+                        need_callable, require_hashable)
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -72,6 +72,22 @@ def _sum_changes(batch: list) -> Dict[Any, int]:
             if d != 1:
                 acc[r] = get(r, 0) + d * n
     return acc
+
+
+def _first_hashable(then: Callable[[list], list], valued: bool) -> Callable[[list], list]:
+    """``then`` checking that the first triple it makes of a batch has a hashable key (and
+    value): a key or value function returning a list fails here, where the diagnosis can name
+    the record, not in the vertex that keeps the triples (or, for a join's values, epochs
+    later when its trace is compacted).  One triple a batch: its records are alike."""
+    def checked(batch: list) -> list:
+        out = then(batch)
+        if out:
+            first = out[0]
+            hash(first[0])
+            if valued:
+                hash(first[1])
+        return out
+    return checked
 
 
 def _item_index(fn: Any) -> Optional[int]:
@@ -132,7 +148,7 @@ def _diagnose(steps: Tuple[Step, ...], then: Optional[Tuple[str, Any, Any]] = No
                     else:
                         call(op, "key", key, (x,), HASHABLE)
                     if callable(value):
-                        require_hashable(op, "value", call(op, "value", value, (x,)))
+                        call(op, "value", value, (x,), HASHABLE_VALUE)
                     elif value is None and key is not None:
                         require_hashable(op, "record", x)
     return diagnose
@@ -235,7 +251,7 @@ class Collection:
                     return by_pair(b)
                 return triples(sums)
             then = summed
-        fn = _batch_fn(self._steps, then)
+        fn = _batch_fn(self._steps, _first_hashable(then, v is not False))
         diagnose = _diagnose(self._steps, (op, k, v))
         name = f"{op}.arrange"
         return stages.unary(self._stream, lambda: LinearVertex(name, fn, diagnose), name=name)
@@ -269,9 +285,12 @@ class Collection:
         return self._with("negate", _identity, "negate")
 
     def inspect(self, fn: Callable[[Any, Any, int], Any]) -> "Collection":
-        """Calls ``fn(record, time, diff)`` for every change passing; the collection is unchanged."""
+        """Calls ``fn(record, time, diff)`` for every change passing, once however many
+        operators read the result; the collection is unchanged."""
         need_callable("inspect", "function", fn, "fn(record, time, diff)")
-        return self._with("inspect", fn, label("inspect", fn))
+        # Made a stage of its own at once (with the steps before it), not fused into each
+        # reader's arrangement, which would call ``fn`` once per reader.
+        return Collection(self._with("inspect", fn, label("inspect", fn)).stream)
 
     def concat(self, *others: "Collection") -> "Collection":
         """The multiset sum of this collection and ``others``."""

@@ -77,6 +77,7 @@ class Arranged(Vertex):
     """A vertex holding traces, compacted whenever its frontier moves."""
 
     _observer = True            # the worker tells it the frontier at its input
+    observe_role = "compaction of its traces"
     _compacted_at = -1          # the least epoch of the frontier at the last compaction
     op: str
     key_fn: Any
@@ -97,23 +98,34 @@ class Arranged(Vertex):
         bound = lower_bound(frontier)
         for tr in self.traces():
             if tr.dirty:
-                tr.compact(bound)
+                try:
+                    tr.compact(bound)
+                except TypeError as exc:
+                    if "unhashable" not in str(exc):
+                        raise
+                    raise UserFunctionError(self.op, "record or value", None, (),
+                                            f"is unhashable ({exc})", "hashable records and "
+                                            "values: a collection is a multiset of them",
+                                            "convert lists to tuples") from exc
 
     def _unhashable(self, exc: TypeError, batch: list) -> None:
+        """The UserFunctionError for a batch of ``(key, value, diff)`` triples holding an
+        unhashable key or value (the arrangement before this vertex checks the first triple
+        of each batch and names its record; this names what it can of a later one)."""
         for k, v, d in batch:
             try:
                 hash(k)
             except TypeError:
-                raise UserFunctionError(self.op, "key", self.key_fn, (v,),
+                raise UserFunctionError(self.op, "key", self.key_fn, (),
                                         f"returned unhashable {type(k).__name__} {_repr.repr(k)}",
                                         "a hashable key", "convert lists to tuples") from None
             try:
                 hash(v)
             except TypeError:
-                raise UserFunctionError(self.op, "record", None, (v,),
+                raise UserFunctionError(self.op, "value", None, (v,),
                                         f"of type {type(v).__name__} is unhashable",
-                                        "hashable records: a collection is a multiset of them",
-                                        "convert lists to tuples") from None
+                                        "hashable records and values: a collection is a "
+                                        "multiset of them", "convert lists to tuples") from None
         raise exc
 
     def checkpoint(self) -> Any:
