@@ -319,37 +319,18 @@ def test_an_update_flows_around_the_loop_only_as_far_as_it_matters():
     assert seen[0] > 40000 and seen[1] <= 20, seen    # the chain's labels are not revisited
 
 
-def test_inspect_sees_every_change_with_its_time():
-    seen = []
-
-    def program(comp):
-        inp = dd.new_input(comp, name="xs")
-        inp.collection.inspect(lambda r, t, d: seen.append((r, t.epoch, d))).collect()
-        comp.activate()
-        inp.on_next(["a"])
-        inp.update([("a", -1), ("b", 2)])
-        inp.on_completed()
-        comp.join()
-    naiad.execute(program)
-    assert sorted(seen) == [("a", 0, 1), ("a", 1, -1), ("b", 1, 2)]
-
-
-@pytest.mark.parametrize("keyed_first", [False, True])
-def test_inspect_is_called_once_per_change_however_many_operators_read_it(keyed_first):
-    """Read by collect and by distinct and count: fused into each keyed reader, the inspection
-    ran once per reader, or once, depending on which reader was built first."""
+@pytest.mark.parametrize("readers", ["collect", "collect, distinct", "distinct, count, collect"])
+def test_inspect_sees_every_change_once_with_its_time(readers):
+    """However many operators read the inspected collection, in whatever order they are built:
+    fused into each keyed reader, the inspection ran once per reader, or once, depending on
+    which reader was built first."""
     seen = []
 
     def program(comp):
         inp = dd.new_input(comp, name="xs")
         c = inp.collection.map(str.upper).inspect(lambda r, t, d: seen.append((r, t.epoch, d)))
-        if keyed_first:
-            c.distinct().collect()
-            c.count().collect()
-            c.collect()
-        else:
-            c.collect()
-            c.distinct().collect()
+        for reader in readers.split(", "):
+            (c if reader == "collect" else getattr(c, reader)()).collect()
         comp.activate()
         inp.on_next(["a"])
         inp.update([("a", -1), ("b", 2)])
