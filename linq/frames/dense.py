@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["dense_group_by"]
+__all__ = ["dense_group_by", "aggregate"]
 
 SPREAD = 4        # the key range may be at most this many times the number of rows
 
@@ -83,3 +83,27 @@ def dense_group_by(table: pa.Table, keys: Sequence[str],
             sums = np.bincount(k, weights=values.to_numpy(), minlength=width)[present]
             out[name] = pa.array(sums if _float_sum(values) else np.rint(sums).astype(np.int64))
     return pa.table(out)
+
+
+def aggregate(table: pa.Table, keys: Sequence[str], specs: Sequence[Tuple[str, str]],
+              threads: bool = False) -> Tuple[List[pa.ChunkedArray], List[pa.ChunkedArray]]:
+    """``table`` grouped by ``keys`` with ``specs`` ``[(column, kernel)]``: the key columns and
+    the aggregates, in the order given, by :func:`dense_group_by` or else Arrow's ``group_by``.
+    The columns are renamed first (``c0``, ``c1``, ...), so that a key named like an aggregate's
+    output (Arrow's ``{column}_{kernel}``: a key ``x_sum`` beside a sum of ``x``) can neither
+    be replaced by it nor make two columns of one name.
+
+    >>> t = pa.table({"x_sum": [1, 1, 2], "x": [1.0, 2.0, 3.0]})
+    >>> ks, vs = aggregate(t, ["x_sum"], [("x", "sum")])
+    >>> ks[0].to_pylist(), vs[0].to_pylist()
+    ([1, 2], [3.0, 3.0])
+    """
+    columns = list(dict.fromkeys([*keys, *(c for c, _ in specs)]))
+    name = {c: f"c{i}" for i, c in enumerate(columns)}
+    renamed = table.select(columns).rename_columns([name[c] for c in columns])
+    ks = [name[k] for k in keys]
+    ss = [(name[c], k) for c, k in specs]
+    got = dense_group_by(renamed, ks, ss)
+    if got is None:
+        got = renamed.group_by(ks, use_threads=threads).aggregate(ss)
+    return [got.column(k) for k in ks], [got.column(f"{c}_{k}") for c, k in ss]

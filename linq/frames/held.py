@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 import naiad
 from linq.frames.hashing import row_hash
-from linq.frames.vertices import FrameError, _Checked, require_columns
+from linq.frames.vertices import FrameError, _Checked, concat, require_columns
 
 __all__ = ["KeyIndex", "HeldJoin", "join_tables", "check_key_types"]
 
@@ -314,7 +314,7 @@ class HeldJoin(_Checked):
             tables = self.held[ek]
             # One chunk per column (a copy once per epoch): the columns taken into every
             # iteration's output then convert to numpy without a copy.
-            table = pa.concat_tables(tables).combine_chunks()
+            table = concat(tables).combine_chunks()
             index = self.indexes[ek] = KeyIndex(table, self.keys[self.held_edge])
             self.held[ek] = []
         return index
@@ -324,7 +324,7 @@ class HeldJoin(_Checked):
         self.ready.add(ek)
         waiting = self.waiting.pop(time, None)
         if waiting is not None or self.every:
-            self._emit(self._join(self._index(ek), pa.concat_tables(waiting) if waiting else None),
+            self._emit(self._join(self._index(ek), concat(waiting) if waiting else None),
                        time)
         if time.counters[-1] == self.last:
             self.held.pop(ek, None)

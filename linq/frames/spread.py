@@ -66,7 +66,7 @@ import naiad
 from linq.frames.dense import dense_group_by
 from linq.frames.hashing import destinations, route_hash
 from linq.frames.held import HeldJoin, KeyIndex
-from linq.frames.vertices import (Accumulate, FrameError, _same_array, require_columns,
+from linq.frames.vertices import (Accumulate, FrameError, _same_array, concat, require_columns,
                                   split_table)
 
 __all__ = ["SpreadPlan", "SpreadVertex", "PartialSums", "Sums", "sum_by"]
@@ -370,7 +370,7 @@ class SpreadVertex(HeldJoin):
     def _index(self, ek: tuple) -> Any:
         plan = self.plans.get(ek)
         if plan is None and self.held.get(ek):
-            table = pa.concat_tables(self.held[ek]).combine_chunks()
+            table = concat(self.held[ek]).combine_chunks()
             require_columns(self.op, table,
                             [self.dst] + ([self.weight] if self.weight is not None else []))
             plan = self.plans[ek] = SpreadPlan(table, self.src, self.dst, self.weight,

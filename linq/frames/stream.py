@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import stages
 from naiad.graph import Stream
 from naiad.partition import route_keys
-from linq.frames.dense import dense_group_by
+from linq.frames.dense import aggregate
 from linq.frames.held import HeldJoin, check_key_types
 from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
@@ -138,6 +138,11 @@ class FrameStream:
             raise ValueError(msg)
         partial: List[Tuple[str, str, str]] = []      # (column, kernel, partial name)
         final: List[Tuple[str, str, List[str]]] = []  # (output name, how, partial names)
+        # The partial results travel beside the key columns: their names must differ from
+        # every key's (and each other's), whatever the user named the keys.
+        prefix = "__p"
+        while any(k.startswith(prefix) for k in keys):
+            prefix = "_" + prefix
         for name, spec in aggs.items():
             if (not isinstance(spec, tuple) or len(spec) != 2 or spec[1] not in AGGREGATIONS):
                 msg = (f"group_by: aggregation {name}={spec!r} must be (column, how) with how "
@@ -147,7 +152,8 @@ class FrameStream:
             kernels = ["sum", "count"] if how == "mean" else [how]
             names = []
             for kernel in kernels:
-                pname = f"__{column}_{kernel}"
+                pname = next((p for c, k, p in partial if (c, k) == (column, kernel)),
+                             f"{prefix}{len(partial)}")
                 if (column, kernel, pname) not in partial:
                     partial.append((column, kernel, pname))
                 names.append(pname)
@@ -160,19 +166,15 @@ class FrameStream:
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             specs = [(c, k) for c, k, _ in partial]
-            got = dense_group_by(table, keys, specs)
-            if got is None:
-                got = table.group_by(keys, use_threads=_threads(alone, table, specs)
-                                     ).aggregate(specs)
-            return pa.table({**{k: got.column(k) for k in keys},
-                             **{p: got.column(f"{c}_{k}") for c, k, p in partial}})
+            ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
+            return pa.table(dict(zip([*keys, *(p for _, _, p in partial)], [*ks, *vs])))
 
         kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
 
-        def finish(got: pa.Table, column: Callable[[str], str]) -> pa.Table:
+        def finish(got: pa.Table) -> pa.Table:
             out = {k: got.column(k) for k in keys}
             for name, how, names in final:
-                cols = [got.column(column(n)) for n in names]
+                cols = [got.column(n) for n in names]
                 if how == "mean":
                     out[name] = pc.divide(pc.cast(cols[0], pa.float64()), cols[1])
                 else:
@@ -182,15 +184,12 @@ class FrameStream:
         def combine_final(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             specs = [(p, kinds[p]) for _, _, p in partial]
-            got = dense_group_by(table, keys, specs)
-            if got is None:
-                got = table.group_by(keys, use_threads=_threads(alone, table, specs)
-                                     ).aggregate(specs)
-            return finish(got, lambda n: f"{n}_{kinds[n]}")
+            ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
+            return finish(pa.table(dict(zip([*keys, *(p for _, _, p in partial)], [*ks, *vs]))))
 
         def only_final(table: pa.Table) -> pa.Table:
             # The one partial table of a time: one worker's combine, its keys already distinct.
-            return finish(table, lambda n: n)
+            return finish(table)
 
         local = stages.unary(
             self.stream, lambda: Accumulate(f"{op}.combine", 1, False, combine_local,

@@ -23,7 +23,24 @@ import naiad
 from linq.frames.hashing import route_destinations
 from linq.frames.routes import recall
 
-__all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table"]
+__all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table",
+           "concat"]
+
+
+def concat(tables: Sequence[pa.Table]) -> pa.Table:
+    """One table of ``tables`` (of one schema), its dictionary columns given one dictionary:
+    tables from different files or processes encode their strings differently, and Arrow's
+    grouping and joins refuse chunks whose dictionaries differ.
+
+    >>> a = pa.table({"k": pa.array(["a", "b"]).dictionary_encode()})
+    >>> b = pa.table({"k": pa.array(["c", "b"]).dictionary_encode()})
+    >>> concat([a, b]).group_by("k").aggregate([("k", "count")]).num_rows
+    3
+    """
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    if any(pa.types.is_dictionary(f.type) for f in table.schema):
+        table = table.unify_dictionaries()
+    return table
 
 
 class FrameError(ValueError):
@@ -224,7 +241,7 @@ class Accumulate(_Checked):
             # A local pre-combine inside a loop combines what arrived and sends it on at once:
             # the final combine after the exchange makes the result exact, and the iteration
             # does not wait for one more round of progress.
-            self._send(self.combine([pa.concat_tables(tables)]), time)
+            self._send(self.combine([concat(tables)]), time)
             return
         lists = self.pending.get(time)
         if lists is None:
@@ -237,7 +254,7 @@ class Accumulate(_Checked):
         if self.single is not None and len(lists) == 1 and len(lists[0]) == 1:
             self._send(self.single(lists[0][0]), time)
             return
-        self._send(self.combine([pa.concat_tables(ts) if ts else self._empty(edge)
+        self._send(self.combine([concat(ts) if ts else self._empty(edge)
                                  for edge, ts in enumerate(lists)]), time)
 
     def _empty(self, edge: int) -> Optional[pa.Table]:
