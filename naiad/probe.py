@@ -126,6 +126,14 @@ class _ProbeVertex(Vertex):
     def on_recv_batch(self, edge: int, messages: list, time) -> None:
         pass
 
+    def checkpoint(self) -> None:
+        """Nothing to keep: the frontier it reports is seen again after a restore (its handle,
+        the program's Probe, is not state)."""
+        return None
+
+    def restore(self, state: None) -> None:
+        pass
+
     def observe_frontier(self, frontier: List[Timestamp]) -> None:
         if frontier != self.seen:
             self.seen = frontier

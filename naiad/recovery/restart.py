@@ -10,7 +10,7 @@ from naiad.launch import launch_local
 from naiad.recovery.directory import CheckpointDamaged
 from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.recovery.logs import OutputLost
-from naiad.errors import CheckpointMisaligned, GraphError, NaiadError
+from naiad.errors import CheckpointMisaligned, GraphError, NaiadError, VertexError
 from naiad.tracing import keep_attempt
 
 __all__ = ["execute_with_recovery", "RecoveryFailed", "permanent"]
@@ -25,11 +25,13 @@ def permanent(exc: BaseException) -> bool:
     (GraphError, or a bare TypeError or ValueError: failures inside vertices arrive wrapped in
     a VertexError), a checkpoint directory that is not private, or one another run holds, or
     checkpoints of another layout or format, a damaged key or a file where the directory needs
-    a directory, processes that checkpoint at different epochs."""
+    a directory, processes that checkpoint at different epochs, and a vertex whose checkpoint
+    fails (its state, unpicklable say, is the same at that boundary on every restart)."""
     return (isinstance(exc, (GraphError, PermissionError, CheckpointInUse, CheckpointLayoutError,
                              LogFormatError, OutputLost, CheckpointMisaligned, CheckpointDamaged,
                              NotADirectoryError, IsADirectoryError))
-            or type(exc) in (TypeError, ValueError))
+            or type(exc) in (TypeError, ValueError)
+            or (isinstance(exc, VertexError) and exc.callback == "checkpoint"))
 
 
 def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, workers: int,
