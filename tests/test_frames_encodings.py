@@ -1,6 +1,7 @@
 """Frames whose columns are dictionary-encoded differently from table to table (each process
-or file encodes its own strings), and keys named like Arrow's aggregate outputs: grouped and
-joined like plain columns, against Arrow's own group_by and join of the whole input."""
+or file encodes its own strings), keys named like Arrow's aggregate outputs, and float keys
+with NaN and -0.0: grouped and joined like plain columns, in loops too, against Arrow's own
+group_by and join of the whole input."""
 
 from __future__ import annotations
 
@@ -108,3 +109,36 @@ def test_a_key_named_like_an_aggregate_output_keeps_its_values(keys, workers):
         sums[tuple(r[k] for k in keys)] += r["x"]
         counts[tuple(r[k] for k in keys)] += 1
     assert got == sorted((k, sums[k], counts[k]) for k in sums)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "outer"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_float_keys_meet_inside_a_loop_as_in_arrows_join(how, workers):
+    """A join with a loop-invariant side checked equal hashes with ``pc.equal``: a NaN key lost
+    its match, and 0.0 met -0.0, where Arrow's join (and the join outside a loop) does the
+    opposite."""
+    left = pa.table({"k": [1.0, float("nan"), 0.0, 2.5, None], "a": [1, 2, 3, 4, 5]})
+    right = pa.table({"k": [1.0, float("nan"), -0.0, 2.5, 2.5], "b": [10, 20, 30, 40, 50]})
+
+    def program(comp):
+        x, w = comp.new_input(), comp.new_input()
+        xs, ws = frames.of(x.stream), frames.of(w.stream)
+        plain = xs.join(ws, on="k", how=how).collect()
+        looped = xs.iterate(lambda loop, r: r.join(loop.enter(ws), on="k", how=how), 1).collect()
+        comp.activate()
+        x.on_next(left)
+        w.on_next(right)
+        x.on_completed()
+        w.on_completed()
+        comp.join(timeout=60)
+        return [[repr(tuple(r.values())) for ts in got.results.values() for t in ts
+                 for r in t.to_pylist()] for got in (plain, looped)]
+
+    [(plain, looped)] = naiad.execute(program, workers=workers)
+    oracle = left.join(right, keys="k", join_type={"inner": "inner", "left": "left outer",
+                                                   "right": "right outer",
+                                                   "outer": "full outer"}[how],
+                       use_threads=False)
+    expected = Counter(repr(tuple(r.values())) for r in oracle.to_pylist())
+    assert Counter(plain) == expected
+    assert Counter(looped) == expected

@@ -24,7 +24,7 @@ the same order, for every ``how``.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -72,6 +72,25 @@ def _valid(table: pa.Table, keys: Sequence[str]) -> Optional[np.ndarray]:
             ok = column.is_valid().to_numpy(zero_copy_only=False)
             mask = ok if mask is None else mask & ok
     return mask
+
+
+_FLOAT_BITS = {pa.float16(): pa.int16(), pa.float32(): pa.int32(), pa.float64(): pa.int64()}
+
+
+def _bits(column: Any) -> Any:
+    """A float key column as its bit patterns, so that keys compare as Arrow's own hash join
+    compares them (a NaN meets a NaN, 0.0 does not meet -0.0); other columns as they are.
+
+    >>> a, b = pa.array([float("nan"), 0.0, 1.5]), pa.array([float("nan"), -0.0, 1.5])
+    >>> pc.equal(_bits(a), _bits(b)).to_pylist()
+    [True, False, True]
+    """
+    bits = _FLOAT_BITS.get(column.type)
+    if bits is None:
+        return column
+    if isinstance(column, pa.ChunkedArray):
+        return pa.chunked_array([c.view(bits) for c in column.chunks], bits)
+    return column.view(bits)
 
 
 class KeyIndex:
@@ -152,7 +171,8 @@ class KeyIndex:
         if ints is None and total:              # equal hashes: check the values themselves
             same = None
             for mine, theirs in zip(keys, self.keys):
-                eq = pc.equal(other.column(mine).take(left), self.table.column(theirs).take(right))
+                eq = pc.equal(_bits(other.column(mine).take(left)),
+                              _bits(self.table.column(theirs).take(right)))
                 same = eq if same is None else pc.and_(same, eq)
             keep = same.fill_null(False).to_numpy(zero_copy_only=False)
             left, right = left[keep], right[keep]
