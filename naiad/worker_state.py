@@ -474,16 +474,9 @@ class WorkerState:
         for st, v in zip(self.stages, self.vertices):
             v._now = None
             try:
-                state = v.checkpoint()
+                states[st.id] = snapshot.encode(v.checkpoint(), epoch)
             except Exception as exc:
                 self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
-            try:
-                states[st.id] = snapshot.encode(state, epoch)
-            except Exception as exc:
-                why = TypeError(f"its state cannot be pickled ({type(exc).__name__}: {exc}); "
-                                "give the vertex checkpoint() and restore() methods that keep "
-                                "only picklable state")
-                self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", why)
         states["__naiad__"] = {"inputs": dict(self.input_epoch)}
         notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
         return states, notifications

@@ -283,6 +283,19 @@ def test_clear_errors():
         run(lambda f: f.join(f, on="word", how="cross"), [t])
     with pytest.raises(ValueError, match="aggregation word= would replace the key column"):
         run(lambda f: f.group_by("word", word=("n", "sum")), [t])
+    # Keys that are not column names, a filter that returns no mask, a key column of a type
+    # that cannot be grouped: each named, not Arrow's or Python's own message.
+    with pytest.raises(TypeError, match=r"group_by: the key columns must be a column name.*int 3"):
+        run(lambda f: f.group_by(3, c=("n", "sum")), [t])
+    with pytest.raises(TypeError, match=r"join: the key columns must be .*NoneType None"):
+        run(lambda f: f.join(f, on=None), [t])
+    with pytest.raises(naiad.VertexError, match=r"filter\(<lambda>\): the function must return "
+                                                r"a boolean array"):
+        run(lambda f: f.filter(lambda tb: tb["n"]), [t])
+    listed = pa.table({"word": [["a"], ["b"]], "n": [1, 2]})
+    with pytest.raises(naiad.VertexError, match=r"group_by\(word\): column 'word': cannot hash a "
+                                                r"key column of Arrow type list"):
+        run(lambda f: f.group_by("word", c=("n", "sum")), [listed])
     assert isinstance(FrameError("x"), ValueError)
 
 

@@ -142,3 +142,20 @@ def test_float_keys_meet_inside_a_loop_as_in_arrows_join(how, workers):
     expected = Counter(repr(tuple(r.values())) for r in oracle.to_pylist())
     assert Counter(plain) == expected
     assert Counter(looped) == expected
+
+
+def test_processes_feeding_columns_in_another_order_are_told_so():
+    """After an exchange the tables of both processes meet: in another column order they used
+    to pass, and to_records() mixed (k, v) and (v, k) tuples."""
+    table = pa.table({"k": [1, 2, 3], "v": [10.5, 20.5, 30.5]})
+
+    def program(comp):
+        inp = comp.new_input()
+        frames.of(inp.stream).exchange("k").to_records().collect()
+        comp.activate()
+        inp.on_next(table if comp.process_index == 0 else table.select(["v", "k"]))
+        inp.on_completed()
+        comp.join(timeout=60)
+
+    with pytest.raises(naiad.VertexError, match=r"schema changed.*same order.*table\.select"):
+        naiad.execute(program, processes=2)

@@ -30,14 +30,15 @@ True
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, List, Sequence
 from zlib import crc32
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["row_hash", "column_hash", "route_hash", "destinations", "route_destinations"]
+__all__ = ["row_hash", "column_hash", "route_hash", "destinations", "route_destinations",
+           "check_key_types", "key_names"]
 
 _NULL = np.uint64(0x6A09E667F3BCC908)
 _SEED = np.uint64(0x345678)
@@ -105,14 +106,57 @@ def column_hash(column: pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_null(t):
         return np.full(len(column), _NULL, np.uint64)
     else:
-        msg = (f"cannot hash a key column of Arrow type {t}; keys may be integers, floats, "
-               "decimals, booleans, strings, binaries (fixed-size too), dates, times, "
-               "timestamps or durations (nested types such as lists and structs cannot be "
-               "grouped or joined by Arrow either)")
-        raise TypeError(msg)
+        raise TypeError(_unsupported(t))
     if column.null_count:
         out = np.where(column.is_null().to_numpy(zero_copy_only=False), _NULL, out)
     return out
+
+
+def _unsupported(t: pa.DataType) -> str:
+    return (f"cannot hash a key column of Arrow type {t}; keys may be integers, floats, "
+            "decimals, booleans, strings, binaries (fixed-size too), dates, times, "
+            "timestamps or durations (nested types such as lists and structs cannot be "
+            "grouped or joined by Arrow either)")
+
+
+def key_names(keys: Any, op: str = "frames") -> List[str]:
+    """``keys`` as a list of column names: a name, or a non-empty list or tuple of names (a
+    TypeError naming ``op`` otherwise).
+
+    >>> key_names("k"), key_names(("a", "b"))
+    (['k'], ['a', 'b'])
+    >>> key_names(3, "group_by")
+    Traceback (most recent call last):
+    ...
+    TypeError: group_by: the key columns must be a column name or a non-empty list of names; got int 3
+    """
+    names = [keys] if isinstance(keys, str) else keys
+    if not isinstance(names, (list, tuple)) or not names or \
+            not all(isinstance(k, str) for k in names):
+        msg = (f"{op}: the key columns must be a column name or a non-empty list of names; "
+               f"got {type(keys).__name__} {keys!r}")
+        raise TypeError(msg)
+    return list(names)
+
+
+def check_key_types(op: str, table: pa.Table, keys: Sequence[str]) -> None:
+    """A TypeError naming ``op`` and the column when a key column's type cannot be a key.
+
+    >>> check_key_types("group_by(k)", pa.table({"k": [[1], [2]]}), ["k"])
+    Traceback (most recent call last):
+    ...
+    TypeError: group_by(k): column 'k': cannot hash a key column of Arrow type list<item: int64>; ...
+    """
+    for name in keys:
+        t = table.schema.field(name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if (pa.types.is_nested(t) or pa.types.is_interval(t)
+                or not (pa.types.is_primitive(t) or pa.types.is_decimal(t)
+                        or pa.types.is_string(t) or pa.types.is_large_string(t)
+                        or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                        or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t))):
+            raise TypeError(f"{op}: column {name!r}: {_unsupported(t)}")
 
 
 def row_hash(table: pa.Table, keys: Sequence[str]) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from linq.frames import routes
-from linq.frames.hashing import route_destinations
+from linq.frames.hashing import key_names, route_destinations
 from linq.frames.vertices import require_columns
 
 __all__ = ["owners", "owned", "share"]
@@ -37,14 +37,10 @@ __all__ = ["owners", "owned", "share"]
 Keys = Union[str, Sequence[str]]
 
 
-def _keys(keys: Keys) -> list:
-    return [keys] if isinstance(keys, str) else list(keys)
-
-
 def owners(table: pa.Table, keys: Keys, workers: int) -> np.ndarray:
     """The worker (``0 .. workers-1``, over all processes) that an exchange by ``keys`` among
     ``workers`` workers sends each row of ``table`` to."""
-    names = _keys(keys)
+    names = key_names(keys, "share")
     require_columns("frames.owners", table, names)
     if workers < 1:
         msg = f"frames.owners: workers must be at least 1; got {workers!r}"
@@ -92,7 +88,7 @@ def share(table: pa.Table, keys: Keys, comp: Any) -> pa.Table:
     kept = _compressed(table, mask)
     if kept is None:
         kept = table.filter(pa.array(mask))
-    names = _keys(keys)
+    names = key_names(keys, "share")
     key = _single(kept, names)
     workers = comp.processes * comp.workers_per_process
     if key is not None and workers > 1:

@@ -27,10 +27,12 @@ import stages
 from naiad.graph import Stream
 from naiad.partition import route_keys
 from linq.frames.dense import aggregate
+from linq.frames.hashing import check_key_types as key_types, key_names
 from linq.frames.held import HeldJoin, check_key_types
 from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
-from linq.frames.vertices import Accumulate, FrameError, MapTables, Split, require_columns
+from linq.frames.vertices import (Accumulate, FrameError, MapTables, Split, _Checked,
+                                  require_columns)
 from linq.invariant import held, inherit
 from naiad.errors import GraphError
 
@@ -41,8 +43,8 @@ _JOINS = {"inner": "inner", "left": "left outer", "right": "right outer", "outer
 Keys = Union[str, Sequence[str]]
 
 
-def _keys(keys: Keys) -> List[str]:
-    return [keys] if isinstance(keys, str) else list(keys)
+def _keys(keys: Keys, op: str = "frames") -> List[str]:
+    return key_names(keys, op)
 
 
 def _route(tagged: tuple) -> int:
@@ -95,7 +97,7 @@ class FrameStream:
             mask = fn(table)
             try:
                 return table.filter(mask)
-            except (TypeError, ValueError, pa.ArrowInvalid) as exc:
+            except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 msg = (f"{op}: the function must return a boolean array of {table.num_rows} "
                        f"values; got {type(mask).__name__} ({exc})")
                 raise FrameError(msg) from exc
@@ -116,7 +118,7 @@ class FrameStream:
     # -- exchange ----------------------------------------------------------------------------------
     def exchange(self, key: Keys) -> "FrameStream":
         """Rows with equal values in the ``key`` columns meet on one worker."""
-        keys = _keys(key)
+        keys = _keys(key, "exchange")
         tagged = self._split(f"exchange({', '.join(keys)})", keys)
         op = f"exchange({', '.join(keys)})"
         out = stages.unary(tagged, _Untag, partition_by=_route, name=op)
@@ -127,7 +129,7 @@ class FrameStream:
         """One row per distinct ``keys`` per time, with ``name=(column, how)`` aggregations,
         ``how`` one of sum, count, min, max, mean.  Each worker combines its own tables first;
         only the partial results are exchanged."""
-        keys = _keys(keys)
+        keys = _keys(keys, "group_by")
         if not aggs:
             msg = "group_by needs at least one aggregation, e.g. n=('word', 'count')"
             raise TypeError(msg)
@@ -165,6 +167,7 @@ class FrameStream:
 
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
+            key_types(op, table, keys)
             specs = [(c, k) for c, k, _ in partial]
             ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
             return pa.table(dict(zip([*keys, *(p for _, _, p in partial)], [*ks, *vs])))
@@ -208,8 +211,8 @@ class FrameStream:
         if how not in _JOINS:
             msg = f"join: how={how!r} must be one of {', '.join(_JOINS)}"
             raise ValueError(msg)
-        left_keys = _keys(on)
-        right_keys = _keys(right_on) if right_on is not None else left_keys
+        left_keys = _keys(on, "join")
+        right_keys = _keys(right_on, "join") if right_on is not None else left_keys
         if len(left_keys) != len(right_keys):
             msg = f"join: {len(left_keys)} key column(s) on the left, {len(right_keys)} on the right"
             raise ValueError(msg)
@@ -354,12 +357,16 @@ class FrameStream:
         return f"FrameStream({self.stream!r})"
 
 
-class _Untag(MapTables):
+class _Untag(_Checked):
+    """The tables of an exchange, their routes dropped; tables from the other workers and
+    processes are checked against the first schema seen (a process feeding its columns in
+    another order would otherwise mix two layouts in one stream)."""
+
     def __init__(self) -> None:
-        super().__init__("exchange", lambda t: t)
+        super().__init__("exchange")
 
     def on_recv_batch(self, edge, messages, time):
-        self.send_batch_by(0, [m[1] for m in messages], time)
+        self.send_batch_by(0, [self._check(edge, m[1]) for m in messages], time)
 
 
 def _callable(op: str, fn: Any) -> None:

@@ -129,8 +129,9 @@ class _Checked(naiad.Vertex):
             self.schemas[edge] = table.schema
         elif not seen.equals(table.schema):
             msg = (f"{self.op}: the schema changed between batches of one stream: first "
-                   f"{_schema(seen)}, now {_schema(table.schema)}; give every batch the same "
-                   "columns and types (cast with table.cast(schema))")
+                   f"{_schema(seen)}, now {_schema(table.schema)}; give every batch, in every "
+                   "process, the same columns in the same order with the same types "
+                   "(table.select(names) reorders, table.cast(schema) casts)")
             raise FrameError(msg)
         return table
 

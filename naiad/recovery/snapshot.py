@@ -77,7 +77,13 @@ def encode(state: Any, epoch: int) -> Dict[str, Any]:
         except Exception:
             tables.clear()
             import cloudpickle      # classes of __main__, lambdas: by value
-            data = cloudpickle.dumps(state)
+            try:
+                data = cloudpickle.dumps(state)
+            except Exception as exc:
+                msg = (f"its state cannot be pickled ({type(exc).__name__}: {exc}); give the "
+                       "vertex checkpoint() and restore() methods that keep only picklable "
+                       "state")
+                raise TypeError(msg) from exc
     if not tables:
         return {"format": FORMAT, "state": data}
     return {"format": TABLES, "state": data, "tables": [_record(t, epoch) for t in tables]}
