@@ -21,9 +21,9 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
-from naiad.launch import rendezvous_timeout
-from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, RESULT, MessageReader, read_first,
-                        send_message)
+from naiad.launch import RELAY_PROGRESS, rendezvous_timeout
+from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, PROGRESS, RESULT, MessageReader,
+                        read_first, send_message)
 from naiad.placement import bind_cpus
 
 
@@ -105,12 +105,15 @@ def main(argv) -> int:
             raise ComputationFailed(f"process {index}: the launcher sent {kind!r} first, "
                                     "not the options")
         options = dict(pickle.loads(body))
+        relay = options.pop(RELAY_PROGRESS, False)
         # The launcher's own deadline names the late process; this one is a backstop.
         rendezvous.timeout = rendezvous_timeout(options) + 30
         options["rendezvous"] = rendezvous
         if options.get("pin_cpus", True):
             bind_cpus(index, processes, workers)      # before any worker or ZeroMQ thread
         comp = Computation(process_index=index, processes=processes, workers=workers, **options)
+        if relay:
+            comp.progress_emit = lambda text: rendezvous.send(PROGRESS, text.encode())
         comp.connect(announce=rendezvous.activated)
         _stop_on_sigterm(comp)
         try:

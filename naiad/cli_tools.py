@@ -106,8 +106,19 @@ def draw_graph(args: argparse.Namespace) -> int:
 def configure_trace(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["summarize"], help="what to do with the trace")
     p.add_argument("path", metavar="PATH", help="the trace directory given as execute(trace=PATH)")
-    p.add_argument("--slowest", type=int, default=5, metavar="N",
+    p.add_argument("--slowest", type=_count, default=5, metavar="N",
                    help="how many of the slowest epochs to list (default 5)")
+
+
+def _count(text: str) -> int:
+    """An argparse type: an integer of at least 0 (else a usage error naming it)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a count (an integer of at least 0)")
+    return n
 
 
 def trace_command(args: argparse.Namespace) -> int:

@@ -74,6 +74,9 @@ class Computation:
         self._workers: List[Worker] = []
         self._threads: List[threading.Thread] = []
         self._progress: Optional[FrontierProgress] = None     # the default progress line
+        # Where process 0's default progress goes instead of this process's stderr or logger:
+        # set by a launcher whose application logs (naiad._child), None otherwise.
+        self.progress_emit: Optional[Callable[[str], None]] = None
         self._state = "building"
         self._failure: Optional[BaseException] = None
         self.failure_origin: Optional[int] = None   # the process it came from, if another
@@ -213,9 +216,11 @@ class Computation:
             self._threads.append(t)
         for t in self._threads:
             t.start()
-        if (self.options["progress"] is None and self.process_index == 0
-                and FrontierProgress.wanted()):
-            self._progress = FrontierProgress(self._frontier_view)
+        if self.options["progress"] is None and self.process_index == 0:
+            if self.progress_emit is not None:        # to the launcher, which logs it
+                self._progress = FrontierProgress(self._frontier_view, emit=self.progress_emit)
+            elif FrontierProgress.wanted():
+                self._progress = FrontierProgress(self._frontier_view)
 
     def _peer_arrived(self, name: str, process: int) -> None:
         """Another process reached barrier ``name`` (on the transport's thread)."""

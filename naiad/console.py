@@ -196,11 +196,14 @@ class FrontierProgress(ConsoleProgress):
 
     delay = LONG_RUN
 
-    def __init__(self, view: Callable[[], Dict[str, Any]], stream: Any = None):
+    def __init__(self, view: Callable[[], Dict[str, Any]], stream: Any = None,
+                 emit: Optional[Callable[[str], None]] = None):
         self.log = logging.getLogger("naiad.progress")
+        self._emit = emit              # where each line goes instead of the logger
         stream = stream if stream is not None else sys.stderr
-        tty = bool(getattr(stream, "isatty", lambda: False)())
+        tty = emit is None and bool(getattr(stream, "isatty", lambda: False)())
         super().__init__(view, interval=0.5 if tty else 10.0, stream=stream)
+        self.tty = tty
 
     @staticmethod
     def wanted(stream: Any = None) -> bool:
@@ -224,4 +227,7 @@ class FrontierProgress(ConsoleProgress):
         return ", ".join(parts)
 
     def emit(self, text: str) -> None:
-        self.log.info("naiad: %s", text)
+        if self._emit is not None:
+            self._emit(text)
+        else:
+            self.log.info("naiad: %s", text)

@@ -29,7 +29,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from naiad import outcome
 from naiad.files import write_atomic
-from naiad.link import ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, RESULT, MessageReader, send_message
+from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, PROGRESS, RESULT, MessageReader,
+                        send_message)
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
 from naiad.observe import watch
 from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
@@ -80,9 +81,20 @@ def program_payload(program: Callable[[Any], Any],
 
 def _options_payload(options: Dict[str, Any]) -> bytes:
     """The options alone, as the children read them before the program (by cloudpickle, as
-    in :func:`program_payload`: they are plain values, but nothing forbids others)."""
+    in :func:`program_payload`: they are plain values, but nothing forbids others), and
+    whether process 0 sends its default progress here to be logged (:data:`RELAY_PROGRESS`)."""
     import cloudpickle
-    return cloudpickle.dumps(options)
+    from naiad.console import FrontierProgress
+    relay = (options.get("progress") is None and not sys.stderr.isatty()
+             and FrontierProgress.wanted())
+    return cloudpickle.dumps(dict(options, **{RELAY_PROGRESS: relay}))
+
+
+RELAY_PROGRESS = "_relay_progress"
+"""The key, among the options a child receives, that asks process 0 to send the lines of the
+default progress to the launcher: where stderr is not a terminal, they are records of the
+launcher's ``naiad.progress`` logger, which the application configured in the launcher only
+(on a terminal, process 0 draws the live line on the stderr it shares with the launcher)."""
 
 
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
@@ -291,6 +303,9 @@ class _Supervisor:
                             pass
         elif kind == RESULT:
             self.results[i] = self._load_result(i, body)
+        elif kind == PROGRESS:
+            import logging
+            logging.getLogger("naiad.progress").info("naiad: %s", body.decode())
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()

@@ -2,7 +2,8 @@
 pair the child alone inherits, carrying framed messages (a kind byte, a length, the body).
 
 The launcher sends the run's options (with its secret) first; the child sends its endpoint,
-its entering ``activate`` and its result; the launcher sends everyone's endpoints.
+its entering ``activate``, lines of progress and its result; the launcher sends everyone's
+endpoints.
 
 >>> import socket
 >>> a, b = socket.socketpair()
@@ -18,13 +19,14 @@ import struct
 from typing import Any, List, Optional, Tuple
 
 __all__ = ["send_message", "MessageReader", "read_first", "ENDPOINT", "ENDPOINTS", "ACTIVE",
-           "RESULT", "OPTIONS"]
+           "RESULT", "OPTIONS", "PROGRESS"]
 
-ENDPOINT, ENDPOINTS, ACTIVE, RESULT, OPTIONS = b"E", b"A", b"V", b"R", b"O"
+ENDPOINT, ENDPOINTS, ACTIVE, RESULT, OPTIONS, PROGRESS = b"E", b"A", b"V", b"R", b"O", b"P"
 """Kinds of message on a link: a child's endpoint (sent when its computation is made, which
 starts connecting at once), everyone's endpoints, a child's entering ``activate``, a child's
-result, and the run's options (with its secret: the first message to a child, so that the
-secret never touches the disk)."""
+result, the run's options (with its secret: the first message to a child, so that the
+secret never touches the disk), and a line of the default progress, which process 0 sends for
+the launcher to log where the application's logging is configured."""
 
 _HEADER = struct.Struct("!cQ")      # kind, length of the body
 

@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import importlib.resources
 import json
+import sys
 import threading
 import time
 import urllib.request
@@ -92,12 +93,12 @@ class MonitorState:
                 "processes": first.get("processes", 0),
                 "reported": len(procs),
                 "workers": [w for p in procs for w in p.get("workers", [])],
-                "checkpoints": first.get("checkpoints", []),
+                "checkpoints": _checkpoints(procs),
                 "failure": next((p["failure"] for p in procs if p.get("failure")), None),
                 "finished": bool(procs) and all(p.get("finished") for p in procs),
                 "epochs_fed": max((p.get("epochs_fed", 0) for p in procs), default=0),
                 "history": list(self.history),
-                "now": self._elapsed(),
+                "now": round(self._elapsed(), 3),     # as the history's times
             }
 
     def _elapsed(self) -> float:
@@ -106,6 +107,28 @@ class MonitorState:
         or waited for this one to start."""
         return max((w.get("uptime", 0.0) for p in self.processes.values()
                     for w in p.get("workers", [])), default=0.0)
+
+
+def _checkpoints(procs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The checkpoints the processes reported, one per epoch: the parts' bytes summed, the
+    longest pause and time of any process.
+
+    >>> _checkpoints([{"checkpoints": [{"epoch": 2, "bytes": 10, "quiesce_s": 0.1,
+    ...                                 "total_s": 0.2}]},
+    ...               {"checkpoints": [{"epoch": 2, "bytes": 90, "quiesce_s": 0.3,
+    ...                                 "total_s": 0.1}]}])
+    [{'epoch': 2, 'bytes': 100, 'quiesce_s': 0.3, 'total_s': 0.2, 'processes': 2}]
+    """
+    merged: Dict[int, Dict[str, Any]] = {}
+    for p in procs:
+        for c in p.get("checkpoints", []):
+            m = merged.setdefault(c["epoch"], {"epoch": c["epoch"], "bytes": 0, "quiesce_s": 0.0,
+                                               "total_s": 0.0, "processes": 0})
+            m["bytes"] += c.get("bytes", 0)
+            m["quiesce_s"] = max(m["quiesce_s"], c.get("quiesce_s", 0.0))
+            m["total_s"] = max(m["total_s"], c.get("total_s", 0.0))
+            m["processes"] += 1
+    return [merged[e] for e in sorted(merged)]
 
 
 def _page() -> bytes:
@@ -230,6 +253,14 @@ def serve(port: int, token: Optional[str] = None) -> MonitorServer:
         if port:
             _servers[port] = server
         return server
+
+
+def announce(server: MonitorServer) -> None:
+    """Say where the page of a server on a port of its choosing (``monitor=0``) is: on stderr,
+    and as an INFO record of the ``naiad.monitor`` logger."""
+    print(f"naiad: monitoring page at {server.url}", file=sys.stderr, flush=True)
+    import logging
+    logging.getLogger("naiad.monitor").info("monitoring page at %s", server.url)
 
 
 def local_server(port: int) -> Optional[MonitorServer]:

@@ -87,6 +87,8 @@ class Observer:
             self.server = _monitor().local_server(port)
             if self.server is None and self.comp.process_index == 0:
                 self.server = _monitor().serve(port, token)
+                if port == 0:
+                    _monitor().announce(self.server)
             if self.server is not None:
                 return self.server.state.update
             url = f"http://127.0.0.1:{port}/"
@@ -149,6 +151,8 @@ def watch(options: Dict[str, Any], secret: Any, in_process: bool):
         return options, None
     server = _monitor().serve(port if port is not None else 0,
                            _monitor().report_token(resolve_secret(secret)))
+    if port == 0:
+        _monitor().announce(server)
     # The processes show no progress of their own when this one shows it (progress=True).
     shown = None if progress is None else False
     if in_process:

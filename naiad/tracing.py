@@ -162,10 +162,14 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
     lines.append("")
     lines.append(f"progress: {n_sent} update(s) broadcast, {n_applied} applied from peers; "
                  f"{sum(1 for _ in trace.of('notify_at'))} notification(s) requested")
-    checkpoints = list(trace.of("checkpoint"))
-    if checkpoints:
-        lines.append(f"checkpoints: {len(checkpoints)} (epochs "
-                     f"{', '.join(str(c['epoch']) for c in checkpoints)})")
+    # Each process records its part of a checkpoint: one checkpoint per epoch, its bytes
+    # summed over the parts.
+    sizes: Dict[int, int] = {}
+    for ck in trace.of("checkpoint"):
+        sizes[ck["epoch"]] = sizes.get(ck["epoch"], 0) + int(ck.get("bytes", 0))
+    if sizes:
+        lines.append(f"checkpoints: {len(sizes)} (epochs {', '.join(map(str, sorted(sizes)))}; "
+                     f"the last {sizes[max(sizes)]:,} bytes)")
     for n, before in enumerate(trace.attempts, 1):
         failures = [e for e in before if e.get("ev") == "failure"]
         if not failures:

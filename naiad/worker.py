@@ -127,6 +127,7 @@ class Worker:
         index, local = self.index, self.local_index
         window, meter = self.window, self.meter
         tracker = state.tracker
+        stale = False           # a frontier move not published yet (published at most 4 a second)
         while True:
             self._take_inbox()
             if state.stopped is not None:
@@ -156,13 +157,18 @@ class Worker:
                 state.frontier_moved = False
                 if window is not None:
                     window.advance(local, low_epoch(tracker.frontier_view()))
-                if meter is not None and _time.monotonic() - meter.frontier_clock > 0.25:
-                    meter.publish_frontiers(tracker, state.stages)
+                if meter is not None:
+                    stale = _time.monotonic() - meter.frontier_clock <= 0.25
+                    if not stale:
+                        meter.publish_frontiers(tracker, state.stages)
             if status is _BUSY:
                 continue
             fabric.flush(index)
             if status is _DONE:
                 return
+            if stale and meter is not None:     # going idle: publish, or it shows an old one
+                meter.publish_frontiers(tracker, state.stages)
+                stale = False
             gcpolicy.idle()
             msg = fabric.wait(local, _WAIT_SECONDS)
             if msg is not None:

@@ -176,6 +176,22 @@ def test_trace_summarize_on_the_command_line(tmp_path):
                               str(tmp_path / "nothing")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == 2 and "no trace in" in missing.stderr
+    negative = subprocess.run([sys.executable, "-m", "naiad.cli", "trace", "summarize",
+                               str(tmp_path), "--slowest", "-2"], capture_output=True, text=True,
+                              timeout=60)
+    assert negative.returncode == 2 and "-2 is not a count" in negative.stderr
+
+
+def test_trace_summarize_counts_each_checkpoint_once(tmp_path):
+    """Every process records its part of a checkpoint: 2 processes gave "checkpoints: 4
+    (epochs 2, 2, 4, 4)"."""
+    got = naiad.execute(_checkpointed, processes=2, trace=str(tmp_path / "trace"),
+                        checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2)
+    from naiad.tracing import read_trace, summarize
+    line = [x for x in summarize(read_trace(str(tmp_path / "trace"))).splitlines()
+            if x.startswith("checkpoints:")]
+    last = sum(stats[-1]["bytes"] for stats in got)
+    assert line == [f"checkpoints: 2 (epochs 2, 4; the last {last:,} bytes)"], line
 
 
 # ---- the picture --------------------------------------------------------------------------------
@@ -283,6 +299,74 @@ def test_the_page_times_the_run_not_the_server():
         server.close()
 
 
+def test_an_idle_run_shows_its_current_frontier(capfd):
+    """Frontiers are published at most four times a second; the last move before a worker
+    went idle was kept back until the next one, so a run waiting for input showed an old
+    epoch (epoch 0 after three epochs had completed)."""
+    import time as clock
+    server = monitor.serve(0)
+    capfd.readouterr()
+
+    def program(comp):
+        inp = comp.new_input(name="numbers")
+        probe = stages.unary(inp.stream, _Forward, partition_by=lambda r: r,
+                             name="forward").probe()
+        comp.activate()
+        for e in range(3):
+            inp.on_next(range(10))
+        probe.wait(2, timeout=30)
+        clock.sleep(1.5)                     # idle: at least two reports go out meanwhile
+        view = server.state.view()
+        inp.on_completed()
+        comp.join(timeout=30)
+        return view
+
+    try:
+        view = naiad.execute(program, workers=2, monitor=server.port)[0]
+    finally:
+        server.close()
+    for w in view["workers"]:
+        for stage, frontier in w["frontiers"].items():
+            assert min(t[0] for t in frontier) == 3, (stage, frontier)
+
+
+def test_the_page_sums_each_checkpoint_over_the_processes_and_says_where_it_is(tmp_path, capfd):
+    """The checkpoints table showed process 0's part only; monitor=0 never said its port."""
+    got = naiad.execute(_checkpointed, processes=2, monitor=0,
+                        checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2)
+    err = capfd.readouterr().err
+    assert "naiad: monitoring page at http://127.0.0.1:" in err, err
+    port = int(err.split("http://127.0.0.1:")[1].split("/")[0])
+    view = monitor.local_server(port).state.view()
+    parts = {p: {c["epoch"]: c["bytes"] for c in stats} for p, stats in enumerate(got)}
+    assert [c["epoch"] for c in view["checkpoints"]] == [2, 4]
+    for c in view["checkpoints"]:
+        assert c["processes"] == 2 and c["bytes"] == parts[0][c["epoch"]] + parts[1][c["epoch"]]
+    assert parts[1][2] > 10 * parts[0][2]        # process 1's part is the large one
+
+
+class _Hoard(naiad.Vertex):
+    """Keeps what it is sent; process 1's vertex is sent far more."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def on_recv_batch(self, edge, messages, time_):
+        self.kept.extend(messages)
+
+
+def _checkpointed(comp):
+    inp = comp.new_input(name="numbers")
+    stages.sink(inp.stream, _Hoard, name="hoard")
+    comp.activate()
+    for e in range(6):
+        inp.on_next(range(2000) if comp.process_index == 1 else range(10))
+    inp.on_completed()
+    comp.join(timeout=30)
+    return list(comp.checkpoint_stats)
+
+
 def test_the_monitor_listens_on_loopback_only():
     server = monitor.serve(0)
     try:
@@ -379,14 +463,21 @@ def test_a_long_run_shows_its_progress_on_a_terminal_by_default(processes):
         assert "epochs complete" not in off, off
 
 
-def test_the_default_progress_is_logged_when_stderr_is_not_a_terminal(caplog, monkeypatch):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_default_progress_is_logged_when_stderr_is_not_a_terminal(caplog, monkeypatch,
+                                                                      processes):
     """Not on a terminal, the default progress goes to the naiad.progress logger (INFO), and
-    only when that logger takes INFO: otherwise nothing is started."""
+    only when that logger takes INFO: otherwise nothing is started.  With 2 processes, process
+    0 sends its lines to the launcher, whose logging the application configured (they went to
+    process 0's own logger, which logs nothing); its children keep the real delay, so that run
+    lasts over 6 s."""
+    import functools
     import logging
     from naiad.console import FrontierProgress
     monkeypatch.setattr(FrontierProgress, "delay", 0.2)
+    program = functools.partial(_slow_epochs, pause=0.15 if processes == 1 else 0.55)
     with caplog.at_level(logging.INFO, logger="naiad.progress"):
-        naiad.execute(_slow_epochs)
+        naiad.execute(program, processes=processes)
     lines = [r.getMessage() for r in caplog.records if r.name == "naiad.progress"]
     assert lines and lines[-1] == "naiad: 12 epochs complete (finished)", lines
     assert not FrontierProgress.wanted() or sys.stderr.isatty()   # pytest's stderr, INFO off
