@@ -7,7 +7,8 @@ line to stderr per ``interval`` seconds, for logs.  The figures:
 
 * epochs completed: every epoch before the least epoch still in the frontier of any stage;
 * iteration: the highest loop counter in the frontier at that epoch (for iterative programs);
-* records/s: records received by all stages, over the last interval.
+* records/s: records received by all stages, over the last :data:`RATE_WINDOW` seconds (a
+  logged line: since the previous one).
 
 Without ``progress=`` (``None``), :class:`FrontierProgress` shows a run that lasts longer than
 :data:`LONG_RUN` seconds, from process 0's own view of the frontier (nothing is metered): epochs
@@ -25,7 +26,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Optional
 
 from naiad.ticker import Ticker
 
@@ -92,12 +94,19 @@ class ConsoleProgress:
         self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
         self.bar: Any = None                # the live line, made at the first one shown
         self.last: Optional[Dict[str, Any]] = None
+        # The summaries of the last RATE_WINDOW seconds: rates are measured from the oldest
+        # (over one half-second interval, one epoch a second read 2.0 or nothing).
+        self._past: Deque[Dict[str, Any]] = deque()
         self.lines = 0
         self.started = time.monotonic()
         self._ticker = Ticker(self._show, self.interval, "naiad-console")
 
+    def anchor(self) -> Optional[Dict[str, Any]]:
+        """The summary the next rates are measured from."""
+        return self._past[0] if self._past else None
+
     def summarize(self, view: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        return summary(view, self.last) if view.get("workers") else None
+        return summary(view, self.anchor()) if view.get("workers") else None
 
     def describe(self, s: Dict[str, Any]) -> str:
         return describe(s)
@@ -116,6 +125,9 @@ class ConsoleProgress:
         if s is None:
             return
         self.last = s
+        self._past.append(s)
+        while len(self._past) > 1 and s["now"] - self._past[0]["now"] > RATE_WINDOW:
+            self._past.popleft()
         if self.tty:
             if self.bar is None:
                 self.bar = _tqdm()(total=None, unit="epoch", desc="naiad", file=self.stream,
@@ -137,13 +149,16 @@ class ConsoleProgress:
 LONG_RUN = 5.0
 """Seconds a run goes on before ``progress=None`` (the default) starts showing its progress."""
 
+RATE_WINDOW = 5.0
+"""Seconds over which a live line measures its rates (a logged line: since the last one)."""
+
 
 def frontier_summary(view: Dict[str, Any],
                      previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The figures of the default progress line, from one process's view of the frontier (no
     meters): ``view`` holds ``times`` (of the active pointstamps), ``epochs_fed``, ``done``
-    and ``now`` (seconds).  Rates are over the last interval: epochs, and iterations while
-    the least epoch is in a loop.
+    and ``now`` (seconds).  Rates are since ``previous``: epochs, and iterations while the
+    least epoch is in a loop.
 
     >>> from naiad.progress.timestamp import Timestamp
     >>> first = frontier_summary({"times": [Timestamp(3, (4,)), Timestamp(5)], "epochs_fed": 6,
@@ -213,7 +228,7 @@ class FrontierProgress(ConsoleProgress):
                 or logging.getLogger("naiad.progress").isEnabledFor(logging.INFO))
 
     def summarize(self, view: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        return frontier_summary(view, self.last)
+        return frontier_summary(view, self.anchor())
 
     def describe(self, s: Dict[str, Any]) -> str:
         return describe_frontier(s)

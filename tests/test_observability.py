@@ -483,6 +483,30 @@ def test_the_default_progress_is_logged_when_stderr_is_not_a_terminal(caplog, mo
     assert not FrontierProgress.wanted() or sys.stderr.isatty()   # pytest's stderr, INFO off
 
 
+def test_rates_are_measured_over_seconds_not_one_interval():
+    """One epoch a second, looked at every half second: over one interval the rate read 2.0
+    or nothing; over the last 5 seconds it reads 1.0 give or take one epoch in the window."""
+    from naiad.console import FrontierProgress
+    from naiad.progress.timestamp import Timestamp
+    clock = {"now": 0.0}
+
+    def view():
+        epoch = int(clock["now"])                    # epoch e completes at second e + 1
+        return {"times": [Timestamp(epoch)], "epochs_fed": epoch + 1, "done": False,
+                "now": clock["now"]}
+    lines: list = []
+    progress = FrontierProgress(view, emit=lines.append)
+    progress.delay = 0.0
+    try:
+        for step in range(24):                       # 12 s, twice a second
+            clock["now"] = step * 0.5
+            progress._show()
+    finally:
+        progress.stop()
+    rates = [float(line.split("(")[1].split()[0]) for line in lines[12:]]
+    assert all(0.8 <= r <= 1.2 for r in rates), lines
+
+
 def test_a_looping_run_shows_its_iteration():
     from naiad.console import describe_frontier, frontier_summary
     from naiad.progress.timestamp import Timestamp
