@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -197,10 +198,12 @@ def test_a_source_reads_only_its_own_authenticated_partitions(spark, tmp_path):
     where = tmp_path / "src"
     with naiad.spark.source(rdd, path=str(where)) as src:
         program = _fed(src)
-        (where / "part-99999.pkl").write_bytes(pickle.dumps([_Planted(str(pwned))]))
+        mine = Path(src.path)                 # the source's own directory, inside ``where``
+        assert mine.parent == where
+        (mine / "part-99999.pkl").write_bytes(pickle.dumps([_Planted(str(pwned))]))
         parts = naiad.execute(program, processes=2)
         assert sorted(r for p in parts for rs in p.values() for r in rs) == list(range(10))
-        victim = where / "part-00001.pkl"
+        victim = mine / "part-00001.pkl"
         victim.write_bytes(victim.read_bytes()[:40] + pickle.dumps([_Planted(str(pwned))]))
         with pytest.raises(naiad.NaiadError, match=r"part-00001.pkl: chunk 0 does not carry "
                                                    r"this source's HMAC"):
@@ -211,6 +214,25 @@ def test_a_source_reads_only_its_own_authenticated_partitions(spark, tmp_path):
     shared.chmod(0o777)
     with pytest.raises(PermissionError, match="Spark source directory .* mode 0o777"):
         naiad.spark.source(rdd, path=str(shared))
+
+
+@pytest.mark.parametrize("kind", ["dataframe", "rdd"])
+def test_a_source_given_a_directory_leaves_what_it_held(spark, tmp_path, kind):
+    """``path=`` names a directory of the user's: the source writes in a new directory inside
+    it and removes only that (a DataFrame was written with mode overwrite, which deleted
+    everything the directory held)."""
+    where = tmp_path / "mine"
+    where.mkdir(mode=0o700)
+    (where / "notes.txt").write_text("precious\n")
+    (where / "part-00000.pkl").write_bytes(b"the user's own file")
+    data = (spark.createDataFrame([(i, str(i)) for i in range(6)], "x long, y string")
+            if kind == "dataframe" else spark.sparkContext.parallelize(list(range(6)), 2))
+    with naiad.spark.source(data, path=str(where)) as src:
+        parts = naiad.execute(_fed(src), processes=2)
+    got = sorted(r for p in parts for rs in p.values() for r in rs)
+    assert got == ([(i, str(i)) for i in range(6)] if kind == "dataframe" else list(range(6)))
+    assert sorted(os.listdir(where)) == ["notes.txt", "part-00000.pkl"]
+    assert (where / "part-00000.pkl").read_bytes() == b"the user's own file"
 
 
 class Explode(naiad.Vertex):

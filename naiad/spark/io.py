@@ -316,16 +316,21 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
     """Make a DataFrame or RDD readable by the processes of :func:`naiad.execute`.
 
     Spark's executors write the partitions (Parquet for a DataFrame, pickled chunks for an RDD)
-    to ``path`` (default: a new temporary directory, removed by ``close()``); each process then
-    reads the files ``i`` with ``i % processes == process_index`` in Arrow batches.  The driver
-    computes only the sorted distinct values of ``epoch_column``, when one is named.
+    to a new directory, removed by ``close()``: a temporary one, or one made inside ``path``
+    (a private directory on a file system every executor and process sees; what it already
+    holds is left alone); each process then reads the files ``i`` with
+    ``i % processes == process_index`` in Arrow batches.  The driver computes only the sorted
+    distinct values of ``epoch_column``, when one is named.
     """
     _need_spark_data(data, "naiad.spark.source")
     epochs = epoch_spec(data, epoch_column)
-    owned = path is None
-    if path is not None and os.path.lexists(path):
-        private_dir(Path(path), "Spark source directory", "its files are read back as records")
-    path = path or tempfile.mkdtemp(prefix="naiad-spark-")
+    if path is not None:
+        if os.path.lexists(path):
+            private_dir(Path(path), "Spark source directory",
+                        "its files are read back as records")
+        else:
+            os.makedirs(path, mode=0o700)
+    path = tempfile.mkdtemp(prefix="naiad-spark-", dir=path)
     try:
         if is_dataframe(data):
             # Files are named part-NNNNN-<uuid>...: sorted by name, they follow the partitions.
@@ -333,16 +338,15 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
             data.write.mode("overwrite").parquet(path)
             names = sorted(os.path.basename(f)
                            for f in glob.glob(os.path.join(path, "part-*.parquet")))
-            return SparkSource(path, "parquet", list(data.columns), epochs, owned, names)
+            return SparkSource(path, "parquet", list(data.columns), epochs, True, names)
         os.makedirs(path, mode=0o700, exist_ok=True)
         key = secrets.token_bytes(32)
         parts = data.getNumPartitions()
         data.mapPartitionsWithIndex(_WritePickled(path, key)).count()
         names = [f"part-{i:05d}.pkl" for i in range(parts)]
-        return SparkSource(path, "pickle", None, epochs, owned, names, key)
+        return SparkSource(path, "pickle", None, epochs, True, names, key)
     except BaseException:
-        if owned:
-            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
         raise
 
 
