@@ -125,6 +125,8 @@ class BarrierTask:
         self.columns = columns
         self.epochs = epochs
         self.schema: Any = None        # the result StructType, with frames=True
+        self.input_schema: Any = None  # the input's StructType, with frames=True
+        self.timezone: Optional[str] = None  # the session's, for Arrow's timestamps
         self.gather: Optional[str] = None   # the driver's rendezvous endpoint, if it serves one
 
     def from_arrow(self, batches):
@@ -140,11 +142,14 @@ class BarrierTask:
         """``mapInArrow`` function with ``frames=True``: tables in, the program's tables out as
         Arrow batches of the result schema (``self.schema``, a Spark StructType)."""
         from pyspark.sql.pandas.types import to_arrow_schema
-        target = to_arrow_schema(self.schema)
+        # Spark's timestamps are instants, in Arrow timestamps of the session's time zone.
+        target = to_arrow_schema(self.schema, timezone=self.timezone)
+        given = to_arrow_schema(self.input_schema, timezone=self.timezone)
         tables: List[PartitionTables] = []
 
         def read(pid: int) -> PartitionTables:
-            tables.append(PartitionTables(batches, self.columns or [], pid, ahead=_AHEAD))
+            tables.append(PartitionTables(batches, self.columns or [], pid, ahead=_AHEAD,
+                                          schema=given))
             return tables[-1]
 
         def finish(result, pid: int) -> list:
@@ -216,16 +221,22 @@ def _struct_of(ddl: str):
     return parsed if isinstance(parsed, StructType) else StructType([StructField("value", parsed)])
 
 
+def _session_timezone(spark) -> str:
+    """The session's time zone (its default, the JVM's, when not set)."""
+    try:
+        return spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    except Exception:  # noqa: BLE001 - a session without the setting
+        return "UTC"
+
+
 def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
     """The frames=True stage: mapInArrow both ways, then one shuffle, materialised once on the
     executors (a local checkpoint), so later actions do not run the computation again."""
-    if schema is None:
-        struct = data.schema
-    elif isinstance(schema, str):
-        struct = _struct_of(schema)
-    else:
-        struct = schema
+    struct = data.schema if schema is None else _struct_of(schema) if isinstance(schema, str) \
+        else schema
     task.schema = struct
+    task.input_schema = data.schema
+    task.timezone = _session_timezone(spark)
     out = data.mapInArrow(task.from_tables, struct, barrier=True).repartition(processes)
     try:
         _plan_without_adaptive(spark, out)
@@ -319,6 +330,14 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
                f"the master {master} has {slots}: pass processes={slots} or fewer, or start "
                f"Spark with local[{processes}]")
         raise ValueError(msg)
+    if isinstance(schema, str):
+        try:
+            _struct_of(schema)      # a bad DDL is refused before any task runs
+        except Exception as exc:  # noqa: BLE001 - re-raised with advice
+            msg = (f"naiad.spark.execute: schema={schema!r} is not a DDL string Spark reads "
+                   f"({type(exc).__name__}: {str(exc).splitlines()[0]}); write it as "
+                   "'name type, ...', e.g. 'node string, rank double'")
+            raise TypeError(msg) from None
     if processes != partitions:
         data = data.repartition(processes)
     epochs = epoch_spec(data, epoch_column)

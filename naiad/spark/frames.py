@@ -38,8 +38,9 @@ class PartitionTables:
     """
 
     def __init__(self, batches: Iterable[pa.RecordBatch], columns: List[str],
-                 process_index: int, ahead: int = 0):
+                 process_index: int, ahead: int = 0, schema: Optional[pa.Schema] = None):
         self.columns = columns
+        self.schema = schema        # the DataFrame's, as Arrow: an empty partition's table
         self.process_index = process_index
         self._batches = batches
         self._used = False
@@ -87,8 +88,11 @@ class PartitionTables:
     def table(self) -> pa.Table:
         """All of the partition's batches as one table (no copy: one chunk per batch)."""
         tables = list(self)
-        return pa.concat_tables(tables) if tables else pa.table(
-            {c: pa.array([], pa.null()) for c in self.columns})
+        if tables:
+            return pa.concat_tables(tables)
+        if self.schema is not None:       # an empty partition: the DataFrame's own types
+            return self.schema.empty_table()
+        return pa.table({c: pa.array([], pa.null()) for c in self.columns})
 
     def close(self) -> None:
         """Read and drop the batches the program did not read, and wait for the reader."""

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 from naiad.errors import NaiadError
 from naiad.files import private_dir
 from naiad.spark.parts import pickle_chunk, read_parts, write_part
+from naiad.spark.values import as_utc_instants, tuples
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -75,7 +76,17 @@ def check_columns(data: Any, names: Sequence[str], what: str) -> List[int]:
 
 
 def _value_order(v: Any):
-    return (v is None, v)
+    nan = v != v                      # NaN last, as Spark orders it
+    return (v is None, nan, None if v is None or nan else v)
+
+
+class _NaN:
+    """The one epoch of every NaN of an epoch column (Spark's distinct makes them one value;
+    NaN equals nothing, not even itself, so a NaN cannot find its epoch in a dict)."""
+
+
+def _epoch_key(v: Any) -> Any:
+    return _NaN if v != v else v
 
 
 class EpochSpec:
@@ -89,10 +100,25 @@ class EpochSpec:
         self.column = column
         self.key = key
         self.values = values
-        self.index = {v: i for i, v in enumerate(values)}
+        try:
+            self.index = {_epoch_key(v): i for i, v in enumerate(values)}
+        except TypeError:
+            kind = type(next(v for v in values if not _hashable(v))).__name__
+            msg = (f"epoch_column {column!r}: its values ({kind}) cannot be epochs; an epoch "
+                   "column holds numbers, strings, dates or timestamps (not lists, maps or "
+                   "structs)")
+            raise TypeError(msg) from None
 
     def __repr__(self) -> str:
         return f"EpochSpec({self.column!r}, {len(self.values)} values)"
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
 
 class _Position:
@@ -186,7 +212,7 @@ class PartitionRows:
         if self._batches is None:
             self._take("iterating")
             return iter(self._records)
-        return _tuples(self.batches())
+        return tuples(self.batches())
 
     def rows(self) -> Iterator:
         """``pyspark.sql.Row`` objects with the DataFrame's column names."""
@@ -208,7 +234,7 @@ class PartitionRows:
         for r in records:
             v = key(r)
             try:
-                out[index[v]].append(r)
+                out[index[_epoch_key(v)]].append(r)
             except KeyError:
                 msg = (f"epoch_column {spec.column!r}: value {v!r} was not among the values "
                        "found when the stage started (did the data change?)")
@@ -231,12 +257,6 @@ class PartitionRows:
         return f"PartitionRows({kind}, process {self.process_index}, epochs={self.epochs!r})"
 
 
-def _tuples(batches: Iterable) -> Iterator[tuple]:
-    for batch in batches:
-        if batch.num_rows:
-            yield from zip(*[col.to_pylist() for col in batch.columns])
-
-
 # ---- the naiad.execute path: Spark writes, each process reads its share --------------------------
 class SparkSource:
     """A DataFrame or RDD written by Spark's executors to a directory of partition files, for
@@ -252,6 +272,7 @@ class SparkSource:
         self.owned = owned
         self.names = list(names)        # the partition files Spark wrote, in partition order
         self.key = key                  # the HMAC key of pickled partitions
+        self.instants: List[str] = []   # TimestampType columns (Parquet's INT96, in UTC)
 
     def files(self) -> List[str]:
         """The partition files Spark wrote for this source, in partition order (nothing else
@@ -271,7 +292,8 @@ class SparkSource:
             raise NaiadError(msg)
         mine = self.files()[process_index::processes]
         if self.kind == "parquet":
-            return PartitionRows(columns=self.columns, batches=_parquet_batches(mine),
+            return PartitionRows(columns=self.columns,
+                                 batches=_parquet_batches(mine, self.instants),
                                  epochs=self.epochs, process_index=process_index)
         assert self.key is not None
         indexes = list(range(len(self.names)))[process_index::processes]
@@ -293,10 +315,11 @@ class SparkSource:
         return f"SparkSource({self.path!r}, {self.kind}, epochs={self.epochs!r})"
 
 
-def _parquet_batches(files: List[str]) -> Iterator:
+def _parquet_batches(files: List[str], instants: Sequence[str] = ()) -> Iterator:
     import pyarrow.parquet as pq
     for f in files:
-        yield from pq.ParquetFile(f).iter_batches(batch_size=65536)
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=65536):
+            yield as_utc_instants(batch, instants)
 
 
 class _WritePickled:
@@ -338,7 +361,10 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
             data.write.mode("overwrite").parquet(path)
             names = sorted(os.path.basename(f)
                            for f in glob.glob(os.path.join(path, "part-*.parquet")))
-            return SparkSource(path, "parquet", list(data.columns), epochs, True, names)
+            source = SparkSource(path, "parquet", list(data.columns), epochs, True, names)
+            source.instants = [f.name for f in data.schema.fields
+                               if f.dataType.typeName() == "timestamp"]
+            return source
         os.makedirs(path, mode=0o700, exist_ok=True)
         key = secrets.token_bytes(32)
         parts = data.getNumPartitions()
@@ -433,7 +459,10 @@ def to_dataframe(spark, records: Any, schema: Any = None, *,
                "string such as 'node string, rank double')")
         raise ValueError(msg)
     try:
-        return spark.createDataFrame(rows, schema)
+        df = spark.createDataFrame(rows, schema)
+        if epoch_column is not None and schema is None:     # inferred: named _1, _2, ...
+            df = df.withColumnRenamed(df.columns[0], epoch_column)
+        return df
     except Exception as exc:  # noqa: BLE001 - re-raised with the offending row
         msg = (f"to_dataframe: Spark cannot make a DataFrame of these rows "
                f"({type(exc).__name__}: {exc}); the first row is {_repr.repr(rows[0]) if rows else None}"

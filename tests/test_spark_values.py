@@ -1,0 +1,170 @@
+"""Spark's values reach the program as ``DataFrame.collect()`` shows them, whatever their type:
+timestamps (instants, shown in local time), maps, structs, arrays of structs, NaN; with
+``frames=True``, timestamps and empty partitions keep the DataFrame's types.  Against Spark's
+own ``collect()`` of the same DataFrame, in a real local session."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="PySpark is not installed: pip install 'naiad[spark]'")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Spark needs a Java runtime and none is installed", allow_module_level=True)
+
+import naiad  # noqa: E402
+import naiad.spark  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+from pyspark import cloudpickle as _spark_cloudpickle  # noqa: E402
+
+_spark_cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+SCHEMA = ("id long, ts timestamp, m map<string,int>, st struct<a:int,b:string>, "
+          "xs array<struct<k:string,t:timestamp>>, x double")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    return naiad.spark.local_session("local[2]")      # the session test_spark uses, reused
+
+
+@pytest.fixture(scope="module")
+def typed(spark):
+    day = datetime.datetime(2024, 1, 1, 12, 30, 15, 123456)
+    rows = [(i, day + datetime.timedelta(hours=7 * i), {"k": i, "j": -i}, (i, f"s{i}"),
+             [(f"k{i}", day)], float("nan") if i % 3 == 0 else float(i % 2))
+            for i in range(9)]
+    return spark.createDataFrame(rows, SCHEMA).repartition(2)
+
+
+def _rows(comp, rows):
+    return [(repr(r),) for r in rows.rows()]
+
+
+def _same(a, b) -> bool:
+    """Rows equal, NaN equal to NaN."""
+    def norm(v):
+        if isinstance(v, float) and math.isnan(v):
+            return "nan"
+        if isinstance(v, (list, tuple)):
+            return type(v)(norm(x) for x in v)
+        return v
+    return sorted(map(repr, map(norm, a))) == sorted(map(repr, map(norm, b)))
+
+
+def test_rows_are_spark_rows(typed):
+    """Maps came as lists of pairs, structs as dicts and timestamps in UTC with a time zone,
+    so the rows were not the ones Spark shows, and passing them back failed."""
+    seen = [r.r for r in naiad.spark.execute(typed, _rows, schema="r string").collect()]
+    assert sorted(seen) == sorted(repr(r) for r in typed.collect())
+    back = naiad.spark.execute(typed, lambda comp, rows: list(rows), schema=SCHEMA).collect()
+    assert _same(back, typed.collect())
+
+
+def test_frames_take_and_give_timestamps(typed):
+    """A timestamp column made frames=True fail in Arrow's schema (no time zone)."""
+    plain = typed.select("id", "ts")
+    for schema in (None, "id long, ts timestamp"):
+        out = naiad.spark.execute(plain, lambda comp, tables: list(tables), processes=2,
+                                  frames=True, schema=schema)
+        assert sorted(out.collect()) == sorted(plain.collect())
+
+
+def test_an_empty_partition_is_a_table_of_the_dataframes_types(spark):
+    one = spark.createDataFrame([("tea", 2.0)], "item string, amount double").repartition(2)
+
+    def types(comp, tables):
+        import pyarrow as pa
+        t = tables.table()
+        return [pa.table({"kinds": [str(t.schema)]})]
+    got = naiad.spark.execute(one, types, processes=2, frames=True, schema="kinds string")
+    assert [r.kinds for r in got.collect()] == ["item: string\namount: double"] * 2
+
+
+@pytest.mark.parametrize("column", ["ts", "x"])
+def test_epochs_of_timestamps_and_of_nan(typed, column):
+    """The epochs' values came from collect() (local naive datetimes) and the rows from Arrow
+    (UTC, with a time zone), and NaN equals nothing: every such run failed."""
+    def count(comp, rows):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        rows.feed(inp)
+        comp.join()
+        return [(e, len(v)) for e, v in got.results.items()]
+    out = naiad.spark.execute(typed, count, epoch_column=column, schema="epoch long, n long")
+    per_epoch: dict = {}
+    for r in out.collect():
+        per_epoch[r.epoch] = per_epoch.get(r.epoch, 0) + r.n
+    values = [getattr(r, column) for r in typed.collect()]
+    distinct = sorted({"nan" if v != v else v for v in values}, key=lambda v: (v == "nan", v))
+    expected = [sum(1 for v in values if ("nan" if v != v else v) == d) for d in distinct]
+    assert [per_epoch[e] for e in sorted(per_epoch)] == expected
+
+
+def test_an_epoch_column_of_arrays_is_refused_by_name(spark):
+    df = spark.createDataFrame([(1, [1, 2])], "n long, tags array<int>")
+    with pytest.raises(TypeError, match=r"epoch_column 'tags': its values \(list\) cannot be "
+                                        r"epochs"):
+        naiad.spark.execute(df, lambda comp, rows: [], epoch_column="tags", schema="n long")
+
+
+def test_to_dataframe_names_the_epoch_column_without_a_schema(spark):
+    df = naiad.spark.to_dataframe(spark, {0: [("a", 1.0)], 1: [("b", 2.0)]},
+                                  epoch_column="epoch")
+    assert df.columns[0] == "epoch"
+    assert sorted(tuple(r) for r in df.select("epoch", df.columns[1]).collect()) == \
+        [(0, "a"), (1, "b")]
+
+
+def test_a_bad_schema_is_refused_before_the_program_runs(spark, tmp_path):
+    marker = tmp_path / "ran"
+
+    def program(comp, rows):
+        Path(marker).write_text("ran")
+        return []
+    df = spark.createDataFrame([(1,)], "n long")
+    t0 = time.monotonic()
+    with pytest.raises(TypeError, match=r"schema='k lng, v double' is not a DDL string"):
+        naiad.spark.execute(df, program, schema="k lng, v double")
+    assert not marker.exists() and time.monotonic() - t0 < 30
+
+
+_IN_NEW_YORK = textwrap.dedent("""
+    import datetime, naiad, naiad.spark
+    spark = naiad.spark.local_session("local[1]")
+    df = spark.createDataFrame([(datetime.datetime(2024, 1, 1, 12, 0), 1)], "ts timestamp, n long")
+    def program(comp):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        src.rows(comp).feed(inp)
+        comp.join()
+        return got.records()
+    with naiad.spark.source(df, epoch_column="ts") as src:
+        print(repr(naiad.execute(program)[0]), repr([tuple(r) for r in df.collect()]))
+    spark.stop()
+""")
+
+
+def test_a_source_gives_spark_timestamps_outside_utc(tmp_path):
+    """Spark writes its timestamps to Parquet in UTC, read back as naive: outside UTC they came
+    shifted by the offset, as pandas Timestamps, and epoch_column on them failed."""
+    env = dict(os.environ, TZ="America/New_York", SPARK_LOCAL_IP="127.0.0.1")
+    out = subprocess.run([sys.executable, "-c", _IN_NEW_YORK], env=env, capture_output=True,
+                         text=True, timeout=200, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line == f"{[(datetime.datetime(2024, 1, 1, 12, 0), 1)]!r} " \
+                   f"{[(datetime.datetime(2024, 1, 1, 12, 0), 1)]!r}", line
