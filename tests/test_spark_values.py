@@ -49,25 +49,33 @@ def typed(spark):
 
 
 def _rows(comp, rows):
-    return [(repr(r),) for r in rows.rows()]
+    return [(repr(_shape(r)),) for r in rows.rows()]
+
+
+def _shape(v):
+    """A value with its kind made explicit (a struct must be a Row, a map a dict), NaN equal to
+    NaN and a map's items in order."""
+    from pyspark.sql import Row
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    if isinstance(v, Row):
+        return ("Row", tuple(v.__fields__), tuple(_shape(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", sorted((_shape(k), _shape(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_shape(x) for x in v))
+    return v
 
 
 def _same(a, b) -> bool:
-    """Rows equal, NaN equal to NaN."""
-    def norm(v):
-        if isinstance(v, float) and math.isnan(v):
-            return "nan"
-        if isinstance(v, (list, tuple)):
-            return type(v)(norm(x) for x in v)
-        return v
-    return sorted(map(repr, map(norm, a))) == sorted(map(repr, map(norm, b)))
+    return sorted(map(repr, map(_shape, a))) == sorted(map(repr, map(_shape, b)))
 
 
 def test_rows_are_spark_rows(typed):
     """Maps came as lists of pairs, structs as dicts and timestamps in UTC with a time zone,
     so the rows were not the ones Spark shows, and passing them back failed."""
     seen = [r.r for r in naiad.spark.execute(typed, _rows, schema="r string").collect()]
-    assert sorted(seen) == sorted(repr(r) for r in typed.collect())
+    assert sorted(seen) == sorted(repr(_shape(r)) for r in typed.collect())
     back = naiad.spark.execute(typed, lambda comp, rows: list(rows), schema=SCHEMA).collect()
     assert _same(back, typed.collect())
 
