@@ -321,8 +321,13 @@ def _start_sleeper(tmp_path):
     script.write_text(SLEEPER)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    import signal
+
+    def as_from_a_terminal():            # SIGHUP's default, even under nohup (as CI may run)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     launcher = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, TMPDIR=str(tmp)),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 60
     children = []
     while time.monotonic() < deadline and len(children) < 2:
