@@ -28,7 +28,6 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 from naiad.errors import NaiadError
 from naiad.files import private_dir
 from naiad.spark.parts import pickle_chunk, read_parts, write_part
-from naiad.spark.values import as_utc_instants, tuples
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -212,6 +211,7 @@ class PartitionRows:
         if self._batches is None:
             self._take("iterating")
             return iter(self._records)
+        from naiad.spark.values import tuples      # pyarrow: only where batches are read
         return tuples(self.batches())
 
     def rows(self) -> Iterator:
@@ -317,6 +317,7 @@ class SparkSource:
 
 def _parquet_batches(files: List[str], instants: Sequence[str] = ()) -> Iterator:
     import pyarrow.parquet as pq
+    from naiad.spark.values import as_utc_instants
     for f in files:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=65536):
             yield as_utc_instants(batch, instants)
