@@ -39,12 +39,14 @@ __all__ = ["ZmqFabric"]
 
 BATCH = b"D"         # the frame tag of a message of batches and progress updates
 _ITEMS_BEFORE_FLUSH = 64
-COPY_BELOW = 1 << 20
+COPY_BELOW = 1 << 19
 """Bytes: a message smaller than this is copied into ZeroMQ when sent.  A frame sent without a
 copy must stay alive until libzmq has sent it, which pyzmq learns through its garbage-collector
 thread (started on the first such send, then woken once per frame to drop the reference): a
 thread wake-up and a turn of the GIL per message, against a copy of 20-50 us for a few hundred
-KB.  Larger messages (whole tables of edges) are sent without a copy."""
+KB.  Larger messages (the parts of about 1 MB that batches are cut into, whole tables of
+edges) are sent without a copy: copied, each part's bytes lived twice for a while, and a
+sender outrunning its receiver peaked some 5 MB higher."""
 PRECONNECT = 16
 """At most this many data sockets (local workers x remote workers) are connected before the
 first message, by a fabric made while the program builds its graph; beyond, each is connected
