@@ -8,7 +8,7 @@ line to stderr per ``interval`` seconds, for logs.  The figures:
 * epochs completed: every epoch before the least epoch still in the frontier of any stage;
 * iteration: the highest loop counter in the frontier at that epoch (for iterative programs);
 * records/s: records received by all stages, over the last :data:`RATE_WINDOW` seconds (a
-  logged line: since the previous one).
+  logged line: since the previous one; the final line: over the whole run).
 
 Without ``progress=`` (``None``), :class:`FrontierProgress` shows a run that lasts longer than
 :data:`LONG_RUN` seconds, from process 0's own view of the frontier (nothing is metered): epochs
@@ -54,9 +54,8 @@ def summary(view: Dict[str, Any], previous: Optional[Dict[str, Any]] = None) -> 
         rate = max(0.0, (records - previous["records"]) / (view["now"] - previous["now"]))
     else:                # the first line: the average since the run started
         rate = records / max(view["now"], 1e-3)
-    if done:             # the final line: the average since the first report
-        history = view.get("history") or [[0.0, 0]]
-        rate = records / max(view["now"] - history[0][0], 1e-3)
+    if done:             # the final line: the average over the whole run
+        rate = records / max(view["now"], 1e-3)
     complete = view.get("epochs_fed", 0) if done else (least or 0)
     return {"epochs_complete": complete, "iteration": iteration, "rate": rate,
             "records": records, "done": done, "now": view["now"]}

@@ -30,13 +30,14 @@ Start one process per index, each with the same -n, -t and -h."""
 
 def sample_parser(name: str, doc: str) -> argparse.ArgumentParser:
     """The parser of sample ``name``, its usage line ``naiad sample NAME``, its description
-    the first line of the sample's docstring ``doc``.
+    the first paragraph of the sample's docstring ``doc`` (as ``naiad sample`` lists it).
 
-    >>> parser = sample_parser("demo", "A demo. More below.")
-    >>> parser.prog, parser.format_usage().strip()
-    ('naiad sample demo', 'usage: naiad sample demo [-h]')
+    >>> parser = sample_parser("demo", "A demo that runs\\nover two lines.\\n\\nMore below.")
+    >>> parser.prog, parser.format_usage().strip(), parser.description
+    ('naiad sample demo', 'usage: naiad sample demo [-h]', 'A demo that runs over two lines.')
     """
-    return argparse.ArgumentParser(prog=f"naiad sample {name}", description=doc.split("\n")[0])
+    first = " ".join(doc.split("\n\n")[0].split())
+    return argparse.ArgumentParser(prog=f"naiad sample {name}", description=first)
 
 
 def spmd_parser(prog: str, description: str) -> argparse.ArgumentParser:

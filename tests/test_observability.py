@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -481,6 +482,42 @@ def test_the_default_progress_is_logged_when_stderr_is_not_a_terminal(caplog, mo
     lines = [r.getMessage() for r in caplog.records if r.name == "naiad.progress"]
     assert lines and lines[-1] == "naiad: 12 epochs complete (finished)", lines
     assert not FrontierProgress.wanted() or sys.stderr.isatty()   # pytest's stderr, INFO off
+
+
+def _paced(comp):
+    """Six epochs 20 ms apart; returns the seconds from activate() to the last epoch's end."""
+    inp = comp.new_input(name="numbers")
+    probe = stages.unary(inp.stream, _Forward, partition_by=lambda r: r, name="forward").probe()
+    comp.activate()
+    t0 = time.monotonic()
+    for e in range(6):
+        time.sleep(0.02)
+        inp.on_next(range(100))
+        probe.wait(e, timeout=30)
+    inner = time.monotonic() - t0
+    inp.on_completed()
+    comp.join(timeout=30)
+    return inner
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_final_rate_is_the_average_over_the_whole_run(capfd, processes):
+    """A run shorter than one report interval: its final line divided the records by the time
+    since the first report, 0, floored at 1 ms (a rate 1,000 times the record count)."""
+    t0 = time.monotonic()
+    inner = min(naiad.execute(_paced, processes=processes, progress=True))
+    elapsed = time.monotonic() - t0
+    last = [line for line in capfd.readouterr().err.splitlines()
+            if line.startswith("naiad: ")][-1]
+    rate, records = (int(part.split()[0].replace(",", "")) for part in last.split(", ")[1:3])
+    assert records / elapsed <= rate <= records / inner, (last, elapsed, inner)
+
+
+def test_the_final_summary_divides_by_the_run_time():
+    from naiad.console import summary
+    view = {"workers": [{"stage_in": {"a": 1000}}], "finished": True, "now": 2.0,
+            "history": [[1.99, 1000]]}
+    assert summary(view)["rate"] == 500.0
 
 
 def test_rates_are_measured_over_seconds_not_one_interval():
