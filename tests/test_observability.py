@@ -222,6 +222,30 @@ def test_graph_dot_names_stages_partitioning_and_loop_clusters():
     assert dot.count(" -> ") == len(comp.graph.connectors)
 
 
+@pytest.mark.parametrize("activated", [False, True])
+def test_graph_dot_draws_a_fused_stage_as_left_out_before_and_after_activate(activated):
+    """select_many fused into count: nothing reads its stage. Before activate() it was drawn
+    as the path of the data (input -> select_many, and nothing after it)."""
+    import linq  # noqa: F401 - the operators
+    comp = naiad.Computation()
+    lines = comp.new_input(name="lines")
+    got = lines.stream.select_many(str.split).count().collect()
+    if activated:
+        comp.activate()
+    dot = comp.graph_dot()
+    if activated:
+        lines.on_completed()
+        comp.join(timeout=30)
+        assert got.results == {}
+    fused = next(line for line in dot.splitlines() if 'label="select_many(split)"' in line)
+    assert "dashed" in fused
+    sm = fused.split()[0]
+    edge = next(line for line in dot.splitlines() if f"-> {sm}" in line)
+    assert "dashed" in edge
+    count = next(line.split()[0] for line in dot.splitlines() if 'label="count"' in line)
+    assert any(f"-> {count}" in line and "dashed" not in line for line in dot.splitlines())
+
+
 @pytest.mark.skipif(shutil.which("dot") is None,
                     reason="Graphviz is not installed: sudo apt-get install graphviz")
 def test_naiad_graph_renders_svg_with_graphviz(tmp_path):
