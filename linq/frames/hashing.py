@@ -105,18 +105,72 @@ def column_hash(column: pa.ChunkedArray) -> np.ndarray:
         out = _bytes_hash(column.cast(pa.binary()))
     elif pa.types.is_null(t):
         return np.full(len(column), _NULL, np.uint64)
+    elif pa.types.is_struct(t):
+        out = np.concatenate([_struct_hash(c) for c in column.chunks]) if column.num_chunks \
+            else np.zeros(0, np.uint64)
+    elif (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+          or pa.types.is_map(t)):
+        out = np.concatenate([_list_hash(c) for c in column.chunks]) if column.num_chunks \
+            else np.zeros(0, np.uint64)
     else:
-        raise TypeError(_unsupported(t))
+        out = _python_hash(column)
     if column.null_count:
         out = np.where(column.is_null().to_numpy(zero_copy_only=False), _NULL, out)
     return out
 
 
+def _struct_hash(chunk: pa.StructArray) -> np.ndarray:
+    """Field by field, as :func:`row_hash` combines key columns."""
+    h = np.full(len(chunk), _SEED ^ np.uint64(len(chunk.type)), np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(chunk.type.num_fields):
+            h = _mix((h * _MUL) ^ column_hash(chunk.field(i)))
+    return h
+
+
+_LIST = np.uint64(0xA0761D6478BD642F)
+
+
+def _list_hash(chunk: Any) -> np.ndarray:
+    """A list's elements hashed with their positions and summed (one vectorised pass over all
+    the elements of the chunk), mixed with its length: equal lists hash equal whatever the
+    element type's width, and a list as the same values in another order differs."""
+    n = len(chunk)
+    if pa.types.is_fixed_size_list(chunk.type):
+        size = chunk.type.list_size
+        offsets = (np.arange(n + 1, dtype=np.int64) + chunk.offset) * size
+    else:
+        offsets = chunk.offsets.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    lo, hi = offsets[:-1], offsets[1:]
+    start = int(offsets[0])
+    values = chunk.values.slice(start, int(offsets[-1]) - start)
+    lengths = hi - lo
+    with np.errstate(over="ignore"):
+        positions = np.arange(len(values), dtype=np.int64) - np.repeat(lo - start, lengths)
+        terms = _mix(column_hash(values) ^ _mix(positions.view(np.uint64) + _LIST))
+        sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+        total = sums[hi - start] - sums[lo - start]
+        return _mix(total + _mix(lengths.view(np.uint64) ^ _LIST))
+
+
+def _python_hash(column: pa.ChunkedArray) -> np.ndarray:
+    """Any other type (intervals, unions, extension types): each distinct value's Python
+    form hashed by :func:`naiad.key_hash`, as a record key is."""
+    from naiad.partition import key_hash
+    values = column.to_pylist()
+    seen: dict = {}
+    try:
+        return np.fromiter((seen[v] if v in seen else seen.setdefault(v, key_hash(v))
+                            for v in values), np.uint64, len(values))
+    except TypeError as exc:
+        raise TypeError(_unsupported(column.type) + f" ({exc})") from None
+
+
 def _unsupported(t: pa.DataType) -> str:
-    return (f"cannot hash a key column of Arrow type {t}; keys may be integers, floats, "
-            "decimals, booleans, strings, binaries (fixed-size too), dates, times, "
-            "timestamps or durations (nested types such as lists and structs cannot be "
-            "grouped or joined by Arrow either)")
+    return (f"cannot hash a key column of Arrow type {t}: its values are not hashable "
+            "as Python values")
 
 
 def key_names(keys: Any, op: str = "frames") -> List[str]:
@@ -145,7 +199,7 @@ def check_key_types(op: str, table: pa.Table, keys: Sequence[str]) -> None:
     >>> check_key_types("group_by(k)", pa.table({"k": [[1], [2]]}), ["k"])
     Traceback (most recent call last):
     ...
-    TypeError: group_by(k): column 'k': cannot hash a key column of Arrow type list<item: int64>; ...
+    TypeError: group_by(k): column 'k' of Arrow type list<item: int64> cannot be a key here; ...
     """
     for name in keys:
         t = table.schema.field(name).type
@@ -156,7 +210,11 @@ def check_key_types(op: str, table: pa.Table, keys: Sequence[str]) -> None:
                         or pa.types.is_string(t) or pa.types.is_large_string(t)
                         or pa.types.is_binary(t) or pa.types.is_large_binary(t)
                         or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t))):
-            raise TypeError(f"{op}: column {name!r}: {_unsupported(t)}")
+            raise TypeError(f"{op}: column {name!r} of Arrow type {t} cannot be a key here; "
+                            "group_by and join keys may be integers, floats, decimals, "
+                            "booleans, strings, binaries (fixed-size too), dates, times, "
+                            "timestamps or durations: Arrow cannot group or join by nested "
+                            "types such as lists and structs (exchange() can route by them)")
 
 
 def row_hash(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
