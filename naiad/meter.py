@@ -33,10 +33,16 @@ SCHEMA_VERSION = 1
 _FLUSH_EVERY = 256            # events buffered between writes
 
 
+def trace_directory(directory: Any) -> Path:
+    """The trace directory, created private, or checked to be: another user must not read
+    the trace, nor plant links in it (PermissionError saying how to fix it)."""
+    return private_dir(Path(os.fspath(directory)), "trace directory",
+                       "the trace shows what the run computed")
+
+
 def trace_file(directory: str, name: str) -> str:
-    """The path of one writer's trace file (the directory is created private, or checked to
-    be: another user must not read the trace, nor plant links in it)."""
-    private_dir(Path(directory), "trace directory", "the trace shows what the run computed")
+    """The path of one writer's trace file, in the checked :func:`trace_directory`."""
+    trace_directory(directory)
     return os.path.join(directory, f"{name}.jsonl")
 
 

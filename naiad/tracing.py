@@ -22,6 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from naiad.meter import trace_directory
+
 __all__ = ["Trace", "read_trace", "summarize", "keep_attempt", "clear_attempts"]
 
 _ATTEMPT = "attempt-"
@@ -97,8 +99,9 @@ def keep_attempt(path: Any, attempt: int) -> None:
 
 
 def clear_attempts(path: Any) -> None:
-    """Remove the failed attempts an earlier run left in the trace directory ``path``."""
-    for directory in _attempt_dirs(Path(os.fspath(path))):
+    """Remove the failed attempts an earlier run left in the trace directory ``path``, once
+    it is known to be this user's private directory (not a link planted to another)."""
+    for directory in _attempt_dirs(trace_directory(path)):
         shutil.rmtree(directory, ignore_errors=True)
 
 

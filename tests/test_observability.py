@@ -149,9 +149,13 @@ def test_a_trace_directory_others_could_write_is_refused(tmp_path):
     with pytest.raises(PermissionError, match=r"trace directory .*shared .* mode 0o777.*chmod 700"):
         naiad.execute(_traced, trace=shared)
     link = tmp_path / "link"
-    link.symlink_to(tmp_path)
-    with pytest.raises(PermissionError, match="symbolic link is not taken"):
-        naiad.execute(_traced, trace=link, processes=2)
+    precious = tmp_path / "precious"
+    (precious / "attempt-1").mkdir(parents=True)       # looks like an earlier run's attempt
+    link.symlink_to(precious)
+    for processes in (1, 2):
+        with pytest.raises(PermissionError, match="symbolic link is not taken"):
+            naiad.execute(_traced, trace=link, processes=processes)
+    assert (precious / "attempt-1").is_dir()            # nothing was removed through the link
     fresh = tmp_path / "fresh" / "trace"
     naiad.execute(_traced, trace=fresh, processes=2)
     assert fresh.stat().st_mode & 0o777 == 0o700
