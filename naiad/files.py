@@ -27,7 +27,7 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     (durable across a machine crash); without, the data is in the kernel once this returns, which
     survives the death of the process but maybe not a power cut.  Directories it creates are
     made durable too: the parent of each is fsynced, so the new entries survive a power cut."""
-    created = make_dirs(path.parent)
+    created = make_dirs(path.parent, 0o700)     # this user's only, whatever the umask
     if sync:
         for d in created:
             _fsync_dir(d.parent)

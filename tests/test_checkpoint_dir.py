@@ -25,13 +25,37 @@ def program(epochs):
     return run
 
 
-def test_the_directory_and_its_files_are_private(tmp_path):
+def _subscribed(comp):
+    inp = comp.new_input(name="numbers")
+    got = inp.stream.collect()
+    inp.stream.subscribe(lambda epoch, records: None)      # its delivery marks, in outputs/
+    comp.activate()
+    for e in range(6):
+        inp.on_next([e])
+    inp.on_completed()
+    comp.join(timeout=60)
+    return got.results
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_directory_and_its_files_are_private(tmp_path, processes):
+    """Every directory 0700 and every file 0600, whatever the umask: with umask 002 the
+    delivery marks' directories were group-writable (a member could plant a mark that
+    skips epochs)."""
     root = tmp_path / "ckpt"
-    naiad.execute(program(6), checkpoint_dir=str(root), checkpoint_every=2)
+    old = os.umask(0o002)
+    try:
+        naiad.execute(_subscribed, processes=processes, checkpoint_dir=str(root),
+                      checkpoint_every=2)
+    finally:
+        os.umask(old)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     files = [p for p in root.rglob("*") if p.is_file()]
-    assert files
-    loose = [str(p) for p in files if stat.S_IMODE(p.stat().st_mode) & 0o077]
+    dirs = [p for p in root.rglob("*") if p.is_dir()]
+    assert files and any(p.name.endswith(".delivered") for p in files)
+    assert {p.relative_to(root).as_posix() for p in dirs} >= {"outputs", "outputs/proc-0"}
+    loose = [f"{p} {oct(stat.S_IMODE(p.stat().st_mode))}" for p in files + dirs
+             if stat.S_IMODE(p.stat().st_mode) & 0o077]
     assert not loose, f"readable or writable by others: {loose}"
 
 
