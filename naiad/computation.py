@@ -85,6 +85,7 @@ class Computation:
         self._done = threading.Event()
         # Checkpoints and recovery.
         self.store: Any = None
+        self.run_lock_held = False      # execute holds the directory's run lock for this run
         self.restored = None
         self.coordinator: Optional[Coordinator] = None
         self.initial_pointstamps: list = []
@@ -238,7 +239,8 @@ class Computation:
         if self.options["checkpoint_dir"]:
             self.store = CheckpointStore(self.options["checkpoint_dir"], self.process_index,
                                          self.processes, self.options["checkpoint_keep"],
-                                         workers=self.workers_per_process)
+                                         workers=self.workers_per_process,
+                                         run_held=self.run_lock_held)
             self.restored = self.store.latest(self.graph.fingerprint())
         base = self.restored.epoch if self.restored is not None else 0
         initial = []

@@ -44,7 +44,7 @@ def rendezvous_timeout(options: Dict[str, Any]) -> float:
     return float(options.get("connect_timeout", 30))
 
 
-def _child_env() -> Dict[str, str]:
+def _child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The children import exactly what this process can: its sys.path, in order (an entry ''
     is this process's working directory, resolved now), and nothing else: they start with -P,
     so the launcher's working directory is not put first (a stray cloudpickle.py there would
@@ -56,6 +56,7 @@ def _child_env() -> Dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
     env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
+    env.update(extra or {})
     return env
 
 
@@ -98,8 +99,9 @@ launcher's ``naiad.progress`` logger, which the application configured in the la
 
 
 def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
-                 options: Dict[str, Any]) -> List[Any]:
-    """Run ``program`` in ``processes`` new local processes; return their results in order."""
+                 options: Dict[str, Any], env: Optional[Dict[str, str]] = None) -> List[Any]:
+    """Run ``program`` in ``processes`` new local processes (``env`` added to their
+    environment); return their results in order."""
     workdir = Path(tempfile.mkdtemp(prefix="naiad-"))      # mode 0700: this user's only
     if resolve_secret(options.get("secret")) is None:
         # A random secret per run, handed to the children inside the private program file
@@ -125,7 +127,7 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
             with theirs:
                 cmd = [*_python(), "-m", "naiad._child", str(workdir), str(i), str(processes),
                        str(workers), str(theirs.fileno())]
-                procs.append(subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL,
+                procs.append(subprocess.Popen(cmd, env=_child_env(env), stdin=subprocess.DEVNULL,
                                               pass_fds=(theirs.fileno(),)))
             try:
                 send_message(mine, OPTIONS, opts)

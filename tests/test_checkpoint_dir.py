@@ -128,3 +128,73 @@ def test_a_run_leaves_no_file_of_the_directory_open(tmp_path):
     finally:
         gc.enable()
     assert not [p for p in held if p.startswith(str(root))], held
+
+
+def _by_hand(root):
+    """A process started without execute (as `naiad run` starts one) on ``root``."""
+    comp = naiad.Computation(checkpoint_dir=str(root))
+    inp = comp.new_input(name="numbers")
+    inp.stream.collect()
+    comp.activate()         # opens the directory: CheckpointInUse if another run holds it
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+def test_no_other_run_takes_the_directory_while_a_run_restarts(tmp_path, monkeypatch):
+    """Run A (2 processes) loses process 1 at its checkpoint of epoch 4 and restarts. Run B
+    tries the directory over and over meanwhile, through execute and through a Computation of
+    its own: every try fails at once with CheckpointInUse (B took a process's lock while A's
+    processes restarted, and A, finding its directory taken, failed for good)."""
+    root = tmp_path / "ckpt"
+    monkeypatch.setenv("NAIAD_FAULT", "checkpoint-write:4:1")
+    got: dict = {}
+
+    started = tmp_path / "started"
+
+    def slow(comp):
+        inp = comp.new_input(name="numbers")
+        out = inp.stream.collect()
+        comp.activate()
+        started.touch()
+        for e in range(10):
+            inp.on_next([e])
+            time.sleep(0.1)
+        inp.on_completed()
+        comp.join(timeout=60)
+        return out.results
+
+    def run_a():
+        try:
+            got["a"] = naiad.execute(slow, processes=2, checkpoint_dir=str(root),
+                                     checkpoint_every=2)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            got["a"] = exc
+
+    first = threading.Thread(target=run_a)
+    first.start()
+    tries: dict = {}
+    try:
+        while first.is_alive() and not started.exists():
+            time.sleep(0.01)
+        while first.is_alive():
+            for how in ("execute", "computation"):
+                try:
+                    if how == "execute":
+                        naiad.execute(program(1), checkpoint_dir=str(root), checkpoint_every=1,
+                                      max_restarts=0)
+                    else:
+                        _by_hand(root)
+                    outcome = "took it"
+                except naiad.CheckpointInUse:
+                    outcome = "in use"
+                except Exception as exc:  # noqa: BLE001 - any other outcome is the defect
+                    outcome = type(exc).__name__
+                tries[how, outcome] = tries.get((how, outcome), 0) + 1
+            time.sleep(0.02)
+    finally:
+        first.join(120)
+    assert not isinstance(got["a"], BaseException), got["a"]
+    merged = {e: r for part in got["a"] for e, r in part.items() if r}
+    assert merged == {e: [e] for e in range(10)}
+    assert (root / ".fault-checkpoint-write-4-1").exists()       # A did restart
+    assert {outcome for _, outcome in tries} == {"in use"}, tries

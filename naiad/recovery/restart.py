@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from naiad.computation import Computation, run_program
 from naiad.launch import launch_local
-from naiad.recovery.directory import CheckpointDamaged
+from naiad.recovery.directory import HELD, CheckpointDamaged, hold_run, release_run
 from naiad.recovery.store import CheckpointInUse, CheckpointLayoutError, LogFormatError
 from naiad.recovery.logs import OutputLost
 from naiad.errors import CheckpointMisaligned, GraphError, NaiadError, VertexError
@@ -39,13 +41,26 @@ def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, work
     """``naiad.execute`` with ``checkpoint_dir``: restart on failure, up to ``max_restarts``."""
     restarts = options.get("max_restarts")
     restarts = 3 if restarts is None else int(restarts)
+    root = Path(os.fspath(options["checkpoint_dir"]))
+    held = hold_run(root)        # no other run takes the directory while this one restarts
+    try:
+        return _attempts(program, processes, workers, options, restarts)
+    finally:
+        release_run(held)
+
+
+def _attempts(program: Callable[[Any], Any], processes: int, workers: int,
+              options: Dict[str, Any], restarts: int) -> List[Any]:
     attempt = 0
     while True:
         try:
             if processes == 1:
                 comp = Computation(process_index=0, processes=1, workers=workers, **options)
+                comp.run_lock_held = True
                 return [run_program(program, comp)]
-            return launch_local(program, processes=processes, workers=workers, options=options)
+            held = {HELD: str(Path(os.fspath(options["checkpoint_dir"])).resolve())}
+            return launch_local(program, processes=processes, workers=workers, options=options,
+                                env=held)
         except Exception as exc:  # noqa: BLE001 - every failure is a reason to roll back
             if permanent(exc):
                 raise

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 
+from naiad.recovery.directory import run_held as was_held
 from naiad.recovery.directory import (CheckpointInUse, check_private, directory_key, fault_point,
                                       lock)
 from naiad.recovery.journal import (COMMIT, FORMAT, MAGIC, PART, JournalDamage, JournalWriter,
@@ -72,18 +73,18 @@ class CheckpointStore:
     """One process's view of the checkpoint directory."""
 
     def __init__(self, directory: str | os.PathLike, process: int, processes: int,
-                 keep: int = 3, workers: int = 1):
+                 keep: int = 3, workers: int = 1, run_held: bool = False):
         self.root = Path(directory)
         self.process = process
         self.processes = processes
         self.workers = workers
         self.keep = max(1, int(keep))
-        self._lock_fd: Optional[int] = None
+        self._lock_fds: List[int] = []
         try:
             for made in make_dirs(self.root, 0o700):
                 sync_dir(made.parent)             # its entry survives a power cut
             check_private(self.root)
-            self._lock_fd = lock(self.root, process)
+            self._lock_fds = lock(self.root, process, run_held or was_held(self.root))
             self.key = directory_key(self.root)
         except BaseException as exc:
             self._release()              # a store that failed to open holds no lock
@@ -467,9 +468,9 @@ class CheckpointStore:
         return self._log(self._output_dir() / name).items()
 
     def _release(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        fds, self._lock_fds = self._lock_fds, []
+        for fd in fds:
+            os.close(fd)
 
     def __del__(self) -> None:
         try:
