@@ -149,7 +149,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _local(self) -> bool:
+        """Whether the request names this server as the browser reached it (127.0.0.1 or
+        localhost and its port): a page of another site, its name rebound to 127.0.0.1 (DNS
+        rebinding), would send its own name and is refused."""
+        port = self.server.server_address[1]
+        if self.headers.get("Host", "") in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            return True
+        self._send(403, b"this page is served as http://127.0.0.1:PORT/ only", "text/plain")
+        return False
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if not self._local():
+            return
         path = self.path.split("?")[0]
         if path in ("/", "/index.html"):
             self._send(200, _page(), "text/html; charset=utf-8")
@@ -160,10 +172,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found", "text/plain")
 
     def do_POST(self) -> None:  # noqa: N802
+        if not self._local():
+            return
         monitor = self.server.monitor
-        length = int(self.headers.get("Content-Length") or 0)
         if self.path != "/report" or monitor.token is None:
             self._send(403, b"reports need the run's signature", "text/plain")
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._send(411, b"a report needs its Content-Length", "text/plain")
             return
         if length > _MAX_REPORT:
             self._send(413, b"report too large", "text/plain")
@@ -185,6 +205,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     monitor: "MonitorServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up or sent garbage: nothing to print on the run's stderr."""
 
 
 class MonitorServer:

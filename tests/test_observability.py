@@ -404,6 +404,52 @@ def test_the_monitor_listens_on_loopback_only():
         server.close()
 
 
+def _raw(port: int, request: bytes, hang_up: bool = True) -> bytes:
+    """``request`` sent over a plain socket, and what came back (without ``hang_up`` the
+    connection stays open for writing, as a client streaming a body would keep it)."""
+    import socket
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(request)
+        if hang_up:
+            s.shutdown(socket.SHUT_WR)
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (ConnectionResetError, socket.timeout):
+            pass
+    return out
+
+
+def test_the_monitor_refuses_other_host_names_and_bad_lengths(capfd):
+    """A page of another site whose name was rebound to 127.0.0.1 (DNS rebinding) sends its
+    own Host: refused. A report with a negative or unreadable Content-Length was read to the
+    end of the connection (no size bound) or printed a traceback on the run's stderr."""
+    server = monitor.serve(0, monitor.report_token("a secret"))
+    port = server.port
+    try:
+        for host in (b"127.0.0.1", b"localhost"):
+            ok = _raw(port, b"GET /state HTTP/1.1\r\nHost: " + host + b":%d\r\n"
+                      b"Connection: close\r\n\r\n" % port)
+            assert ok.startswith(b"HTTP/1.0 200"), ok[:80]
+        for host in (b"attacker.example:%d" % port, b"127.0.0.1", b""):
+            for method in (b"GET /state", b"GET /"):
+                got = _raw(port, method + b" HTTP/1.1\r\nHost: " + host + b"\r\n"
+                           b"Connection: close\r\n\r\n")
+                assert got.startswith(b"HTTP/1.0 403"), (host, got[:80])
+                assert b"epochs_fed" not in got and b"<title>" not in got
+        for length in (b"-1", b"abc", b""):
+            # Answered at once: the server does not read on to the end of the connection.
+            got = _raw(port, b"POST /report HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                       b"Content-Length: " % port + length + b"\r\n\r\nxxxx", hang_up=False)
+            assert got.startswith(b"HTTP/1.0 411"), (length, got[:80])
+        _raw(port, b"POST /report HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Len" % port)
+        assert urllib.request.urlopen(server.url + "state").status == 200    # still serving
+    finally:
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
 # ---- progress in the terminal -------------------------------------------------------------------
 def _epochs(comp, epochs=6):
     inp = comp.new_input(name="numbers")
