@@ -190,6 +190,46 @@ def test_processes_started_by_hand_refuse_to_start_without_a_secret(monkeypatch)
         comp.activate()
 
 
+def test_processes_given_different_secrets_say_so(tmp_path):
+    """Two processes started by hand with different secrets: they waited connect_timeout and
+    blamed --numprocs and --hosts. The one whose handshakes are refused stops at once naming
+    the secrets; the other names them too."""
+    ports = free_ports(2)
+    script = tmp_path / "mismatch.py"
+    script.write_text(
+        "import sys, naiad\n"
+        "i = int(sys.argv[1])\n"
+        f"comp = naiad.Computation(process_index=i, processes=2, connect_timeout=8,\n"
+        f"    hosts=['127.0.0.1:{ports[0]}', '127.0.0.1:{ports[1]}'], secret=f'secret {{i}}')\n"
+        "comp.new_input().stream.collect()\n"
+        "comp.activate()\n")
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, str(script), str(i)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+             for i in range(2)]
+    errs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] != [0, 0]
+    assert time.monotonic() - t0 < 30
+    first = [e for e in errs if "refused this process's CURVE handshake 3 times" in e]
+    assert first, errs
+    assert all("different secrets" in e for e in errs), errs
+
+
+def test_a_secret_file_that_is_missing_or_empty_is_named(tmp_path, monkeypatch):
+    from naiad.transport.security import resolve_secret
+    monkeypatch.delenv("NAIAD_SECRET", raising=False)
+    monkeypatch.setenv("NAIAD_SECRET_FILE", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match=r"NAIAD_SECRET_FILE=.*nowhere: No such file"):
+        resolve_secret(None)
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    empty.chmod(0o600)
+    monkeypatch.setenv("NAIAD_SECRET_FILE", str(empty))
+    with pytest.raises(ValueError, match=r"NAIAD_SECRET_FILE=.*empty is empty"):
+        resolve_secret(None)
+
+
 def test_a_secret_file_must_be_private(tmp_path, monkeypatch):
     from naiad.transport.security import resolve_secret
     path = tmp_path / "secret"

@@ -59,6 +59,11 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
     return sock
 
 
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+_REFUSALS = 3       # handshakes a peer's endpoint drops before this process gives up on it
+
+
 def _monitor_event(frames: List[bytes]) -> int:
     """The event number of a socket monitor's message (16 bits of event, 32 of value, then the
     endpoint); ``zmq.utils.monitor`` does the same but imports ``asyncio``."""
@@ -86,6 +91,7 @@ class ControlPlane:
         os.set_blocking(self._wake_w, False)
         self._push: Dict[int, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, int] = {}
+        self._refused: Dict[int, int] = {}     # peer -> handshakes dropped before connecting
         self._connected: set = set()
         self._gone: Dict[int, float] = {}        # disconnected peers not yet known to be done
         self._hello: Dict[int, tuple] = {}
@@ -125,7 +131,8 @@ class ControlPlane:
         self._push = {p: connect_push(self.ctx, self.keys, self.endpoints[p],
                                       self.heartbeat_timeout) for p in self.peers()}
         self._monitors = {
-            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED): p
+            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                 | _HANDSHAKE_FAILED): p
             for p, s in self._push.items()}
         self._thread = threading.Thread(target=self._comm_loop, args=(pickle.dumps(hello),),
                                         daemon=True, name=f"naiad-comm-{self.process_index}")
@@ -154,6 +161,12 @@ class ControlPlane:
                     msg = (f"process {self.process_index} waited {timeout:.0f} s for "
                            f"process(es) {', '.join(missing)}; start every process with the "
                            "same --numprocs and --hosts, or raise connect_timeout")
+                    refused = [p for p in self.peers() if p not in hellos and self._refused.get(p)]
+                    if refused:
+                        msg += (f"; the CURVE handshake with process(es) "
+                                f"{', '.join(map(str, refused))} failed: were the processes "
+                                "given different secrets (NAIAD_SECRET, NAIAD_SECRET_FILE, "
+                                "secret=)?")
                     raise ComputationFailed(msg)
                 self._hello_cv.wait(left)
 
@@ -360,6 +373,20 @@ class ControlPlane:
                 return
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected.add(p)
+            elif event & _HANDSHAKE_FAILED and p not in self._connected:
+                # The connection was made, and what listens there dropped it in the CURVE
+                # handshake, again and again: it refuses this process's key (another secret),
+                # or it is not a process of this run. Waiting would not change that.
+                self._refused[p] = self._refused.get(p, 0) + 1
+                if self._refused[p] == _REFUSALS:
+                    msg = (f"process {self.process_index}: what listens at {self.endpoints[p]} "
+                           f"(process {p}) refused this process's CURVE handshake "
+                           f"{_REFUSALS} times: the processes were given different secrets, or "
+                           "another program listens there; give every process the same "
+                           "NAIAD_SECRET, NAIAD_SECRET_FILE or secret=, and check --hosts")
+                    self.hooks.fail(ComputationFailed(msg))
+                    self._wake_hello_wait()
+                    return
             elif event == zmq.EVENT_DISCONNECTED and p in self._connected:
                 # A peer that ended normally sent DONE before it closed, but on another
                 # connection: give that message a moment to arrive before calling it gone.

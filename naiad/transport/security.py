@@ -113,7 +113,17 @@ def resolve_secret(option: Optional[object]) -> Optional[bytes]:
     the file ``NAIAD_SECRET_FILE`` names (refused when others may read it)."""
     value = option if option is not None else os.environ.get("NAIAD_SECRET")
     if (value is None or value == "") and os.environ.get("NAIAD_SECRET_FILE"):
-        value = read_secret_file(os.environ["NAIAD_SECRET_FILE"])
+        path = os.environ["NAIAD_SECRET_FILE"]
+        try:
+            value = read_secret_file(path)
+        except OSError as exc:
+            if exc.errno is None:
+                raise                   # the file's mode: its message says how to fix it
+            raise type(exc)(exc.errno, f"NAIAD_SECRET_FILE={path}: {exc.strerror}; set it to "
+                                       "a file holding the run's secret") from None
+        if not value:
+            msg = f"NAIAD_SECRET_FILE={path} is empty; write the run's secret into it"
+            raise ValueError(msg)
     if value is None or value == "":
         return None
     return value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
