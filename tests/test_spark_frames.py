@@ -73,7 +73,7 @@ def test_frames_round_trip_matches_spark(numbers, processes):
     assert len(read) == processes and read.n.sum() == 1000
 
 
-def test_frames_default_schema_is_the_inputs(numbers):
+def test_frames_schema_is_inferred_from_the_tables_returned(numbers):
     def program(comp, tables):
         comp.activate()
         comp.join()
@@ -81,6 +81,41 @@ def test_frames_default_schema_is_the_inputs(numbers):
     got = naiad.spark.execute(numbers, program, frames=True).toPandas()
     assert list(got.columns) == ["id", "grp", "value"]
     assert sorted(got.id) == list(range(991, 1000))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_frames_schema_of_other_columns_is_inferred(numbers, processes):
+    """Tables with columns the input does not have (it used the input's schema and failed:
+    "a table without the column 'id'"); processes returning an int32 and an int64 column, or
+    a column only one of them has, unify (the other's rows null there)."""
+    out = naiad.spark.execute(numbers, _group_sums, processes=processes, frames=True)
+    assert [(f.name, f.dataType.simpleString()) for f in out.schema.fields] == [
+        ("grp", "string"), ("total", "double"), ("n", "bigint")]
+    got = out.toPandas()
+    sums = got[~got.grp.str.startswith("read")].set_index("grp").sort_index()
+    want = (numbers.toPandas().groupby("grp").agg(total=("value", "sum"), n=("id", "count"))
+            .sort_index())
+    pd.testing.assert_frame_equal(sums, want, check_dtype=False)
+
+    def uneven(comp, tables):
+        list(tables)
+        comp.activate()
+        comp.join()
+        extra = {"only1": ["x"]} if comp.process_index == 1 else {}
+        return pa.table({"p": pa.array([comp.process_index], pa.int8()), **extra})
+    rows = naiad.spark.execute(numbers, uneven, processes=2, frames=True).toPandas()
+    assert list(rows.columns) == ["p", "only1"]
+    assert sorted(rows.fillna("-").itertuples(index=False)) == [(0, "-"), (1, "x")]
+
+
+def test_frames_with_no_table_returned_and_no_schema_says_so(numbers):
+    def nothing(comp, tables):
+        list(tables)
+        comp.activate()
+        comp.join()
+    with pytest.raises(ValueError, match=r"returned no table, so the result schema cannot be "
+                                         r"inferred; give schema="):
+        naiad.spark.execute(numbers, nothing, frames=True)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -101,7 +136,8 @@ def test_frames_errors(spark, numbers):
         comp.join()
         return pa.table({"nope": [1]})
     with pytest.raises(naiad.spark.StageFailed, match="without the column 'id'.*'nope'"):
-        naiad.spark.execute(numbers, wrong_column, frames=True, processes=2)
+        naiad.spark.execute(numbers, wrong_column, frames=True, processes=2,
+                            schema=numbers.schema)
     rdd = spark.sparkContext.parallelize([(1, 2)], 1)
     with pytest.raises(TypeError, match="frames=True.*needs a DataFrame"):
         naiad.spark.execute(rdd, wrong_column, frames=True)

@@ -37,7 +37,8 @@ from naiad.execute import run_program
 from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd, pack_results,
                             unpack_results)
-from naiad.spark.frames import PartitionTables, result_batches
+from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, inferred_schema,
+                                 payload_batches, result_batches)
 from naiad.spark.rendezvous import DriverGather, DriverRendezvous
 from naiad.spark.session import quiet_warnings, task_slots
 
@@ -143,7 +144,8 @@ class BarrierTask:
         Arrow batches of the result schema (``self.schema``, a Spark StructType)."""
         from pyspark.sql.pandas.types import to_arrow_schema
         # Spark's timestamps are instants, in Arrow timestamps of the session's time zone.
-        target = to_arrow_schema(self.schema, timezone=self.timezone)
+        target = None if self.schema is None else \
+            to_arrow_schema(self.schema, timezone=self.timezone)
         given = to_arrow_schema(self.input_schema, timezone=self.timezone)
         tables: List[PartitionTables] = []
 
@@ -155,8 +157,16 @@ class BarrierTask:
         def finish(result, pid: int) -> list:
             for t in tables:
                 t.close()       # the input stream is at its end before the task goes on
+            if target is None:
+                return list(payload_batches(result))    # the schema is inferred after
             return list(result_batches(result, target))
         return iter(self._run(read, finish))
+
+    def decode(self, batches):
+        """``mapInArrow`` function of the second pass of an inferred schema: the kept
+        payloads in, batches of the result schema out."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+        return decoded_batches(batches, to_arrow_schema(self.schema, timezone=self.timezone))
 
     def from_records(self, records):
         """``mapPartitions`` function for RDDs: records in, pickled chunks of rows out."""
@@ -231,13 +241,27 @@ def _session_timezone(spark) -> str:
 
 def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
     """The frames=True stage: mapInArrow both ways, then one shuffle, materialised once on the
-    executors (a local checkpoint), so later actions do not run the computation again."""
-    struct = data.schema if schema is None else _struct_of(schema) if isinstance(schema, str) \
+    executors (a local checkpoint), so later actions do not run the computation again.
+    Without ``schema`` the tables are kept as Arrow payloads first, and turned into batches of
+    the schema unified from theirs in a second pass (:mod:`naiad.spark.frames`)."""
+    struct = None if schema is None else _struct_of(schema) if isinstance(schema, str) \
         else schema
     task.schema = struct
     task.input_schema = data.schema
     task.timezone = _session_timezone(spark)
-    out = data.mapInArrow(task.from_tables, struct, barrier=True).repartition(processes)
+    out = data.mapInArrow(task.from_tables, struct or PAYLOADS, barrier=True)
+    if struct is not None:
+        return _checkpointed(spark, out.repartition(processes))
+    kept = _checkpointed(spark, out)
+    from pyspark.sql.pandas.types import from_arrow_schema
+    schemas = [row[0] for row in kept.where("kind = 0").select("payload").collect()]
+    task.schema = from_arrow_schema(inferred_schema(schemas))
+    decoded = kept.where("kind = 1").select("payload").mapInArrow(task.decode, task.schema)
+    return _checkpointed(spark, decoded.repartition(processes))
+
+
+def _checkpointed(spark, out):
+    """``out`` computed now, once, and kept on the executors."""
     try:
         _plan_without_adaptive(spark, out)
         return out.localCheckpoint(eager=True)
@@ -297,7 +321,8 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
 
     ``frames=True`` (DataFrames only): the program gets its partition as ``pa.Table`` s (a
     :class:`~naiad.spark.frames.PartitionTables`) and returns ``pa.Table`` s; the result
-    DataFrame, of ``schema`` (default: the input's), is built from Arrow without Python rows.
+    DataFrame, of ``schema`` (inferred from the returned tables when omitted), is built from
+    Arrow without Python rows.
     """
     quiet_warnings()
     if not (is_dataframe(data) or is_rdd(data)):

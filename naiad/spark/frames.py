@@ -5,7 +5,10 @@ an iterator of ``pyarrow.Table`` (one per Arrow record batch that ``mapInArrow``
 so nothing becomes a Python row), and returns a ``pa.Table``, a ``pa.RecordBatch`` or a list
 of them.  :func:`result_batches` selects the result schema's columns by name and casts them,
 and the batches go back to Spark through the same ``mapInArrow``: the result DataFrame is
-built from Arrow, without Python rows.  The schema defaults to the input DataFrame's.
+built from Arrow, without Python rows.  Without a ``schema`` it is inferred from the tables the
+programs return: a first pass keeps them in Spark as Arrow IPC payloads
+(:func:`payload_batches`), their schemas are unified on the driver (:func:`inferred_schema`),
+and a second pass turns the payloads into batches of that schema (:func:`decoded_batches`).
 
 >>> import pyarrow as pa
 >>> target = pa.schema([("node", pa.int64()), ("rank", pa.float64())])
@@ -24,7 +27,8 @@ import pyarrow as pa
 
 from naiad.errors import NaiadError
 
-__all__ = ["PartitionTables", "result_batches"]
+__all__ = ["PartitionTables", "result_batches", "payload_batches", "decoded_batches",
+           "inferred_schema", "PAYLOADS"]
 
 
 class PartitionTables:
@@ -108,9 +112,8 @@ class PartitionTables:
         return f"PartitionTables(process {self.process_index}, columns={self.columns})"
 
 
-def result_batches(result: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The record batches of the program's ``result`` (a table, a batch, a list of them, or
-    None), with the columns of ``schema`` in its order and types."""
+def _tables(result: Any) -> Iterator[pa.Table]:
+    """The program's ``result`` (a table, a batch, a list of them, or None) as tables."""
     if result is None:
         return
     items = result if isinstance(result, (list, tuple)) else [result]
@@ -121,8 +124,67 @@ def result_batches(result: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
             msg = (f"with frames=True the program must return a pyarrow.Table, a RecordBatch or "
                    f"a list of them; got {type(item).__name__}")
             raise TypeError(msg)
+        yield item
+
+
+PAYLOADS = "kind tinyint, payload binary"
+"""The rows of the first pass when the result schema is inferred (:func:`payload_batches`)."""
+
+
+def payload_batches(result: Any) -> Iterator[pa.RecordBatch]:
+    """With ``frames=True`` and no ``schema``: the program's tables, for Spark to keep until
+    their schema is known, as one-row batches of :data:`PAYLOADS`: kind 0 a table's schema
+    (Arrow IPC), kind 1 one of its record batches (an Arrow IPC stream)."""
+    for table in _tables(result):
+        yield _payload(0, table.schema.serialize().to_pybytes())
+        for batch in table.to_batches():
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+            yield _payload(1, sink.getvalue().to_pybytes())
+
+
+def _payload(kind: int, data: bytes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([kind], pa.int8()), pa.array([data], pa.binary())],
+                                      names=["kind", "payload"])
+
+
+def inferred_schema(schemas: List[bytes]) -> pa.Schema:
+    """One schema for the serialized schemas of every table the programs returned: columns in
+    the order they first appear, each of a type every table's column casts to."""
+    if not schemas:
+        msg = ("naiad.spark.execute: the programs returned no table, so the result schema "
+               "cannot be inferred; give schema= (a DDL string such as 'node long, rank double')")
+        raise ValueError(msg)
+    read = [pa.ipc.read_schema(pa.py_buffer(s)) for s in schemas]
+    try:
+        return pa.unify_schemas(read, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        msg = (f"naiad.spark.execute: the programs returned tables whose schemas do not unify "
+               f"({exc}); return tables of one schema, or give schema=")
+        raise TypeError(msg) from exc
+
+
+def decoded_batches(batches: Iterable[pa.RecordBatch], schema: pa.Schema
+                    ) -> Iterator[pa.RecordBatch]:
+    """The second pass: the kept record batches (payloads of kind 1), in ``schema``."""
+    for batch in batches:
+        for payload in batch.column("payload").to_pylist():
+            with pa.ipc.open_stream(payload) as reader:
+                yield from result_batches(reader.read_all(), schema, inferred=True)
+
+
+def result_batches(result: Any, schema: pa.Schema, inferred: bool = False
+                   ) -> Iterator[pa.RecordBatch]:
+    """The record batches of the program's ``result`` (a table, a batch, a list of them, or
+    None), with the columns of ``schema`` in its order and types (with ``inferred``, a column
+    the schema has and a table lacks is all nulls: another table had it)."""
+    for item in _tables(result):
         missing = [f.name for f in schema if f.name not in item.column_names]
-        if missing:
+        if missing and inferred:
+            for name in missing:
+                item = item.append_column(name, pa.nulls(item.num_rows, schema.field(name).type))
+        elif missing:
             msg = (f"the program returned a table without the column {missing[0]!r} of the "
                    f"result schema ({', '.join(f'{f.name} {f.type}' for f in schema)}); its "
                    f"columns are {item.column_names}")
