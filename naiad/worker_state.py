@@ -29,13 +29,12 @@ worker did can be reported to an optional ``meter`` (see :mod:`naiad.meter`), ti
 
 from __future__ import annotations
 
-from collections import deque
 from enum import IntEnum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from naiad.recovery import snapshot
-from naiad.errors import (CheckpointMisaligned, NaiadError, ProgressViolation, VertexError,
-                          format_current)
+from naiad.batches import BatchQueue
+from naiad.recovery import quiesce, snapshot
+from naiad.errors import NaiadError, ProgressViolation, VertexError, format_current
 from naiad.graph import INPUT, LogicalGraph, StageDef
 from naiad.messages import CHECKPOINT, DATA, INPUT_CLOSE, INPUT_EPOCH, PROGRESS, STOP
 from naiad.partition import batch_cut, partition
@@ -103,7 +102,7 @@ class WorkerState:
         self.buffer = ProgressBuffer(reach)
         self.global_view = global_view
         self.add_progress = self.buffer.add if global_view is None else self._add_checked
-        self.pending: deque = deque()
+        self.pending = BatchQueue()     # gathered by connector and time (naiad.batches)
         self.notifications: Dict[Tuple[int, Timestamp], Vertex] = {}
         self.observers: List[Any] = []
         self.connectors = graph.connectors
@@ -174,7 +173,7 @@ class WorkerState:
         """One message of :mod:`naiad.messages` (from the inbox or a transport)."""
         tag = msg[0]
         if tag == DATA:
-            self.pending.append((self.connectors[msg[1]], msg[2], msg[3]))
+            self.pending.append(self.connectors[msg[1]], msg[2], msg[3])
             if self.meter is not None:
                 self.meter.received(msg[1], msg[2], len(msg[3]))
         elif tag == PROGRESS:
@@ -283,7 +282,7 @@ class WorkerState:
         for _ in range(BATCHES_PER_STEP):
             if not pending:
                 break
-            conn, time, records = pending.popleft()
+            conn, time, records, n = pending.popleft()
             v = vertices[conn.dst]
             if self.debug:
                 self._check_not_notified(conn.dst, time)
@@ -297,7 +296,7 @@ class WorkerState:
             out = self._flush_vertex(v)
             if meter is not None:
                 meter.ran(conn.dst, "recv", time, len(records), out, clock() - t0)
-            add(conn.loc, time, -1)
+            add(conn.loc, time, -n)
             if flush_each:
                 self.flush_progress()
 
@@ -320,7 +319,7 @@ class WorkerState:
         key = conn.exchange.key
         add = self.add_progress
         if key is None or self.peers == 1:
-            self.pending.append((conn, time, records))
+            self.pending.append(conn, time, records)
             add(conn.loc, time, 1)
             if self.meter is not None:
                 self.meter.send(conn.id, self.index, time, len(records))
@@ -340,7 +339,7 @@ class WorkerState:
                 if self.meter is not None:
                     self.meter.send(conn.id, dest, time, len(part))
                 if dest == me:
-                    self.pending.append((conn, time, part))
+                    self.pending.append(conn, time, part)
                     continue
                 n = len(part)
                 cut = batch_cut(part)     # parts of about 1 MB: bounded queues bound bytes
@@ -434,52 +433,14 @@ class WorkerState:
             self.actions.append((PROGRESS, updates))
             self.tracker.update_many(updates)
 
-    # ---- checkpoints ------------------------------------------------------------------------
+    # ---- checkpoints (see naiad.recovery.quiesce) -------------------------------------------
     def quiescent(self, epoch: int) -> bool:
-        """Whether this worker's view shows the whole computation paused at ``epoch``.
-
-        Nothing but input capabilities at ``epoch`` and notification requests at later epochs
-        may be active.  By the protocol's safety property every message still in flight is
-        covered, in every worker's view, by an active pointstamp of its causal chain (at an
-        earlier epoch, or on a connector), so this view proves that no message is in flight.
-        """
-        if self.pending or self.buffer:
-            return False
-        boundary = Timestamp(epoch)
-        inputs = self._input_locs
-        stage_at = self._stage_at_loc
-        for (loc, time), count in self.tracker.active().items():
-            if count <= 0:
-                continue
-            if loc in inputs:
-                if time[0] > epoch:
-                    # Some process fed past this boundary without stopping at it: the others
-                    # would wait for ever.  Fail, naming the boundary and the input.
-                    name = self.stages[stage_at[loc]].name
-                    raise CheckpointMisaligned.at(epoch, f"input {name!r} has already been fed epoch "
-                                             f"{time[0]} in another process")
-                if time != boundary:
-                    return False
-            elif loc not in stage_at or time[0] < epoch:
-                return False
-        return True
+        """Whether this worker's view shows the whole computation paused at ``epoch``."""
+        return quiesce.quiescent(self, epoch)
 
     def snapshot(self, epoch: int) -> Tuple[Dict[Any, Any], List[Tuple[int, int, Any]]]:
-        """Every vertex's checkpoint() and the engine's own state, and the pending notification
-        requests ``(worker, stage id, time)``: called by the shell for a CHECKPOINT action,
-        before this worker handles anything else."""
-        if self.observers:
-            self.observe()
-        states: Dict[Any, Any] = {}
-        for st, v in zip(self.stages, self.vertices):
-            v._now = None
-            try:
-                states[st.id] = snapshot.encode(v.checkpoint(), epoch)
-            except Exception as exc:
-                self._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
-        states["__naiad__"] = {"inputs": dict(self.input_epoch)}
-        notifications = [(self.index, sid, t) for (sid, t) in self.notifications]
-        return states, notifications
+        """Every vertex's state and the pending notification requests (for a CHECKPOINT)."""
+        return quiesce.snapshot(self, epoch)
 
     # ---- errors and diagnostics -------------------------------------------------------------
     def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):

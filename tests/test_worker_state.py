@@ -198,7 +198,7 @@ def test_an_input_epoch_queues_its_batch_and_moves_the_capability():
     net = Net(chain)
     net.feed("in", 0, [3, 1])
     w = net.workers[0]
-    assert [(c.id, t, r) for c, t, r in w.pending] == [(net.conn("in", "a").id, T0, [3, 1])]
+    assert [(c.id, t, r) for c, t, r, _ in w.pending] == [(net.conn("in", "a").id, T0, [3, 1])]
     assert net.take(0) == [] and w.input_epoch[net.stage("in").id] == 1
     assert net.log == []                       # nothing runs before a step
 
@@ -275,11 +275,13 @@ def test_the_step_yields_after_a_bounded_number_of_batches():
     conn = net.conn("in", "a")
     w = net.workers[0]
     # A peer's batches (as a transport delivers them); their +1 counts are in the global view.
+    # Each at a time of its own: the batches of one connector and time are delivered as one.
     n = BATCHES_PER_STEP + 10
-    w.tracker.update_many([((conn.loc, T0), n)])
-    net.view.add(conn.loc, T0, n)
     for i in range(n):
-        w.handle((DATA, conn.id, T0, [i]))
+        w.tracker.update_many([((conn.loc, Timestamp(i)), 1)])
+        net.view.add(conn.loc, Timestamp(i), 1)
+    for i in range(n):
+        w.handle((DATA, conn.id, Timestamp(i), [i]))
     assert w.step() is Step.BUSY
     assert len(net.events("recv")) == BATCHES_PER_STEP      # a's batches only; b's wait
     assert net.take(0) == []                                 # local work first, no broadcast
@@ -287,6 +289,31 @@ def test_the_step_yields_after_a_bounded_number_of_batches():
     assert len(net.events("recv")) == 2 * BATCHES_PER_STEP
     net.run()
     assert len(net.events("recv")) == 2 * n
+
+
+def test_the_batches_of_a_connector_and_time_are_delivered_together():
+    """Each exchange splits a batch among the workers: without gathering, a chain of exchanges
+    (or a loop) delivered ever smaller batches, down to a record or two each."""
+    net = Net(chain)
+    conn = net.conn("in", "a")
+    w = net.workers[0]
+    shared = [0, 1]                          # a list another connector may hold too
+    batches = [shared, [2], [3, 4], [5]]
+    w.tracker.update_many([((conn.loc, T0), len(batches)), ((conn.loc, T1), 1)])
+    net.view.add(conn.loc, T0, len(batches))
+    net.view.add(conn.loc, T1, 1)
+    for b in batches[:2]:
+        w.handle((DATA, conn.id, T0, b))
+    w.handle((DATA, conn.id, T1, [9]))       # another time: apart
+    for b in batches[2:]:
+        w.handle((DATA, conn.id, T0, b))
+    assert [(t, r, n) for _, t, r, n in w.pending] == [(T0, [0, 1, 2, 3, 4, 5], 4),
+                                                       (T1, [9], 1)]
+    assert shared == [0, 1]
+    net.close("in")
+    assert net.run() == [Step.DONE]          # every message retired, once
+    got = [(e[3], e[4]) for e in net.events("recv") if e[1] == "a"]
+    assert got == [(T0, [0, 1, 2, 3, 4, 5]), (T1, [9])]
 
 
 def test_without_accumulation_every_callback_broadcasts_its_updates():
@@ -398,7 +425,7 @@ def test_records_are_routed_by_key_to_their_workers():
     net.feed("in", 0, records)
     conn = net.conn("in", "a")
     parts = partition(records, conn.exchange.key, 2)
-    assert [(c.id, t, r) for c, t, r in net.workers[0].pending] == [(conn.id, T0, parts[0])]
+    assert [(c.id, t, r) for c, t, r, _ in net.workers[0].pending] == [(conn.id, T0, parts[0])]
     assert net.take(0) == [(DATA, 1, conn.id, T0, parts[1])]
 
 
@@ -446,7 +473,7 @@ def test_data_from_a_peer_is_queued_for_the_connectors_vertex():
     net = Net(lambda c, log: chain(c, log, partition_by=lambda r: r), workers=2)
     conn = net.conn("a", "b")
     net.workers[1].handle((DATA, conn.id, T0, ["x"]))
-    assert [(c.dst, t, r) for c, t, r in net.workers[1].pending] == [(net.stage("b").id, T0,
+    assert [(c.dst, t, r) for c, t, r, _ in net.workers[1].pending] == [(net.stage("b").id, T0,
                                                                        ["x"])]
 
 
