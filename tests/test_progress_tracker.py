@@ -306,6 +306,10 @@ def test_tracker_matches_oracle(seed: int) -> None:
         for p in pool:  # precursor counts of inactive pointstamps are counted afresh
             active = [q for q, n in counts.items() if n > 0 and q != p]
             assert tracker.precursors(*p) == sum(oracle.could_result_in(q, p) for q in active)
+            # behind: what the buffer holds retirements by, as the frontier would tell it
+            frontier = tracker.frontier()
+            assert tracker.behind(*p) == any(f != p and oracle.could_result_in(f, p)
+                                             for f in frontier)
 
 
 def chain_tracker() -> Tracker:
@@ -417,3 +421,36 @@ def test_buffer_holds_only_retirements_behind_the_frontier() -> None:
 
 # The buffered protocol under random interleavings runs on the real worker state machine:
 # tests/test_worker_state.py (test_random_interleavings_..., test_holding_back_...).
+
+
+def test_a_change_looks_only_at_pointstamps_it_could_be_related_to() -> None:
+    """A graph of 1,000 parallel branches into one stage, every branch active: a change on one
+    branch compared itself with every active pointstamp (and the buffer each retirement with
+    the whole frontier), so wide graphs ran in time quadratic in their width."""
+    width = 1000
+    builder = GraphBuilder()
+    sink = 2 * width
+    builder.add_location(sink, 0, "sink")
+    for b in range(width):
+        builder.add_location(b, 0, f"input{b}")
+        builder.add_location(width + b, 0, f"branch{b}")
+        builder.add_edge(b, width + b, PathSummary.identity(0))
+        builder.add_edge(width + b, sink, PathSummary.identity(0))
+    reach = builder.build()
+    tracker = Tracker(reach, debug=False)
+    tracker.update_many([((b, Timestamp(1)), 1) for b in range(width)])
+    calls = [0]
+    real = reach.could_result_in
+
+    def counted(p, q):
+        calls[0] += 1
+        return real(p, q)
+    reach.could_result_in = counted  # type: ignore[method-assign]
+    tracker.update(width + 7, Timestamp(1), 1)           # a message on branch 7
+    tracker.update(width + 7, Timestamp(1), -1)
+    buffer = ProgressBuffer(reach)
+    buffer.add(width + 9, Timestamp(0), -1)              # a retirement on branch 9
+    assert buffer.drain(tracker) == [((width + 9, Timestamp(0)), -1)]
+    assert calls[0] <= 10, calls[0]
+    reach.could_result_in = real  # type: ignore[method-assign]
+    tracker.validate()

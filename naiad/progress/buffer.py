@@ -85,13 +85,8 @@ class ProgressBuffer:
         positives = [(p, delta) for p, delta in ordered if delta > 0]
         negatives = [(p, delta) for p, delta in ordered if delta < 0]
         if hold and negatives:
-            could_result_in = self.reach.could_result_in
-            frontier = tracker.frontier()
-            sent = []
-            for p, delta in negatives:
-                if not any(f != p and could_result_in(f, p) for f in frontier):
-                    sent.append((p, delta))
-            negatives = sent
+            behind = tracker.behind
+            negatives = [(p, delta) for p, delta in negatives if not behind(*p)]
         for p, _ in positives:
             del self._updates[p]
         for p, _ in negatives:

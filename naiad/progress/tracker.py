@@ -60,6 +60,18 @@ class Tracker:
         self.debug = debug_enabled() if debug is None else debug
         self.version = 0
         self._depths = {loc: reach.depth(loc) for loc in reach.locations()}
+        # Which locations each can reach and be reached from (itself included), and the
+        # active times by location: a change looks only at active pointstamps that could be
+        # related to it, not at every one (wide graphs have thousands).
+        self._targets: dict[int, frozenset[int]] = {
+            loc: frozenset(reach.targets(loc)) for loc in self._depths}
+        sources: dict[int, set[int]] = {loc: set() for loc in self._depths}
+        for src, dsts in self._targets.items():
+            for dst in dsts:
+                sources[dst].add(src)
+        self._sources: dict[int, frozenset[int]] = {
+            loc: frozenset(srcs) for loc, srcs in sources.items()}
+        self._active_at: dict[int, set[Timestamp]] = {}
         self._counts: dict[Pointstamp, int] = {}
         self._precursors: dict[Pointstamp, int] = {}  # exactly the active pointstamps
         self._frontier: set[Pointstamp] = set()
@@ -121,17 +133,39 @@ class Tracker:
         )
         raise ValueError(msg)
 
+    def _related(self, locs: frozenset[int]) -> Iterable[Pointstamp]:
+        """The active pointstamps at ``locs``: through the smaller of the two sets."""
+        active_at = self._active_at
+        if len(locs) <= len(active_at):
+            for loc in locs:
+                times = active_at.get(loc)
+                if times:
+                    for t in times:
+                        yield loc, t
+        else:
+            for loc, times in active_at.items():
+                if loc in locs:
+                    for t in times:
+                        yield loc, t
+
     def _activate(self, p: Pointstamp) -> None:
         could_result_in = self.reach.could_result_in
         precursors = self._precursors
+        loc = p[0]
         count = 0
-        for q in precursors:
+        for q in self._related(self._sources[loc]):
             if could_result_in(q, p):
                 count += 1
+        for q in self._related(self._targets[loc]):
             if could_result_in(p, q):
                 precursors[q] += 1
                 self._frontier.discard(q)
         precursors[p] = count
+        times = self._active_at.get(loc)
+        if times is None:
+            self._active_at[loc] = {p[1]}
+        else:
+            times.add(p[1])
         if not count:
             self._frontier.add(p)
         self.version += 1
@@ -141,7 +175,12 @@ class Tracker:
         precursors = self._precursors
         del precursors[p]
         self._frontier.discard(p)
-        for q in precursors:
+        loc = p[0]
+        times = self._active_at[loc]
+        times.discard(p[1])
+        if not times:
+            del self._active_at[loc]
+        for q in self._related(self._targets[loc]):
             if could_result_in(p, q):
                 precursors[q] -= 1
                 if not precursors[q]:
@@ -169,6 +208,17 @@ class Tracker:
             return count
         could_result_in = self.reach.could_result_in
         return sum(1 for q in self._precursors if could_result_in(q, p))
+
+    def behind(self, loc: int, time: Timestamp) -> bool:
+        """Whether another active pointstamp could result in ``(loc, time)``: it lies strictly
+        behind the frontier (an active one has a precursor; for another, only the active
+        pointstamps at locations that reach ``loc`` are looked at)."""
+        p = (loc, time)
+        count = self._precursors.get(p)
+        if count is not None:
+            return count > 0
+        could_result_in = self.reach.could_result_in
+        return any(q != p and could_result_in(q, p) for q in self._related(self._sources[loc]))
 
     def in_frontier(self, loc: int, time: Timestamp) -> bool:
         """Whether ``(loc, time)`` is active and no other active pointstamp could result in it."""
@@ -226,6 +276,11 @@ class Tracker:
                 f"active pointstamps {sorted(active, key=_by_time)!r} differ from the ones with "
                 f"precursor counts {sorted(self._precursors, key=_by_time)!r}"
             )
+            raise AssertionError(msg)
+        indexed = {(loc, t) for loc, times in self._active_at.items() for t in times}
+        if indexed != set(active) or any(not times for times in self._active_at.values()):
+            msg = (f"the active pointstamps indexed by location {sorted(indexed, key=_by_time)!r}"
+                   f" differ from the active ones {sorted(active, key=_by_time)!r}")
             raise AssertionError(msg)
         could_result_in = self.reach.could_result_in
         for p in active:
