@@ -17,6 +17,11 @@ debug_enabled = debug_progress_default
 update."""
 
 
+_FEW = 16
+"""Active pointstamps up to which a change is compared with each of them, not looked up by
+location."""
+
+
 def _minimal(times: Iterable[Timestamp]) -> list[Timestamp]:
     """The minimal elements of ``times`` under the paper's order, sorted.
 
@@ -153,13 +158,21 @@ class Tracker:
         precursors = self._precursors
         loc = p[0]
         count = 0
-        for q in self._related(self._sources[loc]):
-            if could_result_in(q, p):
-                count += 1
-        for q in self._related(self._targets[loc]):
-            if could_result_in(p, q):
-                precursors[q] += 1
-                self._frontier.discard(q)
+        if len(precursors) <= _FEW:          # a few: comparing with each costs less
+            for q in precursors:
+                if could_result_in(q, p):
+                    count += 1
+                if could_result_in(p, q):
+                    precursors[q] += 1
+                    self._frontier.discard(q)
+        else:
+            for q in self._related(self._sources[loc]):
+                if could_result_in(q, p):
+                    count += 1
+            for q in self._related(self._targets[loc]):
+                if could_result_in(p, q):
+                    precursors[q] += 1
+                    self._frontier.discard(q)
         precursors[p] = count
         times = self._active_at.get(loc)
         if times is None:
@@ -180,7 +193,7 @@ class Tracker:
         times.discard(p[1])
         if not times:
             del self._active_at[loc]
-        for q in self._related(self._targets[loc]):
+        for q in precursors if len(precursors) <= _FEW else self._related(self._targets[loc]):
             if could_result_in(p, q):
                 precursors[q] -= 1
                 if not precursors[q]:
