@@ -161,12 +161,12 @@ def test_a_process_with_a_wrong_secret_never_joins(hosts):
     assert good.returncode != 0 and bad.returncode != 0
     # Neither heard the other: the CURVE handshake failed, so not one message was read. The
     # one whose handshakes were refused says so at once; one that waits out connect_timeout
-    # names the process it did not hear from. Both name the secrets.
+    # names the process it did not hear from (and the secrets, if a handshake of its own
+    # failed before the other stopped).
     for err, me, peer in ((err0, 0, 1), (err1, 1, 0)):
         assert (f"what listens at tcp://{addrs[peer]} (process {peer}) refused this process's "
                 "CURVE handshake" in err
                 or f"waited 6 s for process(es) {peer} (tcp://{addrs[peer]})" in err), err
-        assert "different secrets" in err, err
     assert "refused this process's CURVE handshake" in err0 + err1
     assert "wordcount" not in out0 + out1 and not out0.strip() and not out1.strip()
 
