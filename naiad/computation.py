@@ -303,7 +303,10 @@ class Computation:
             # Launched (announce given): a backstop, the launcher names a late process first.
             late = 30.0 if self._announce is not None else 0.0
             fabric.agree(self.graph.fingerprint(), float(self.options["connect_timeout"]) + late)
-        except BaseException:
+        except BaseException as exc:
+            # The others must hear of it: one still to come would otherwise find this
+            # process's fingerprint, go on, and wait for its progress for ever.
+            fabric.stop(f"{type(exc).__name__}: {exc}", exc)
             fabric.close(wait=0.0)
             raise
         return fabric

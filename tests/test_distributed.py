@@ -216,6 +216,35 @@ def test_processes_given_different_secrets_say_so(tmp_path):
     assert all("different secrets" in e or "waited 8 s for process(es)" in e for e in errs), errs
 
 
+def test_a_process_that_activates_after_its_peer_gave_up_hears_of_it(tmp_path):
+    """Started by hand, process 1 reaches activate() after process 0 stopped waiting there:
+    process 0 had only said goodbye, so process 1 found its fingerprint, went on, and waited
+    in join() for ever, printing nothing."""
+    ports = free_ports(2)
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import sys, time, naiad\n"
+        "i = int(sys.argv[1])\n"
+        f"comp = naiad.Computation(process_index=i, processes=2, connect_timeout=3,\n"
+        f"    hosts=['127.0.0.1:{ports[0]}', '127.0.0.1:{ports[1]}'], secret='s')\n"
+        "comp.connect()\n"
+        "inp = comp.new_input(name='nums')\n"
+        "inp.stream.collect()\n"
+        "if i == 1:\n"
+        "    time.sleep(6)\n"
+        "comp.activate()\n"
+        "inp.on_next([i])\n"
+        "inp.on_completed()\n"
+        "comp.join()\n")
+    procs = [subprocess.Popen([sys.executable, str(script), str(i)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+             for i in range(2)]
+    errs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], errs
+    assert all("process 0 waited 3 s at activate for process(es) [1]" in e for e in errs), errs
+
+
 def test_a_secret_file_that_is_missing_or_empty_is_named(tmp_path, monkeypatch):
     from naiad.transport.security import resolve_secret
     monkeypatch.delenv("NAIAD_SECRET", raising=False)
