@@ -64,10 +64,7 @@ class VertexError(NaiadError):
         self.cause_repr = f"{type(cause).__name__}: {cause}" if cause is not None else ""
         self.traceback = traceback
         self.process = process
-        where = f" in process {process}" if process is not None else ""
-        msg = (f"vertex {vertex} of stage {stage!r}{where} failed in {callback} at {time!r}: "
-               f"{self.cause_repr}")
-        super().__init__(msg)
+        super().__init__(_message(stage, vertex, time, callback, self.cause_repr, process))
         if cause is not None:
             self.__cause__ = cause
 
@@ -79,10 +76,17 @@ class VertexError(NaiadError):
 def _rebuild_vertex_error(stage, vertex, time, callback, cause_repr, tb, process):
     err = VertexError(stage, vertex, time, callback, None, tb, process)
     err.cause_repr = cause_repr
-    where = f" in process {process}" if process is not None else ""
-    err.args = (f"vertex {vertex} of stage {stage!r}{where} failed in {callback} at {time!r}: "
-                f"{cause_repr}",)
+    err.args = (_message(stage, vertex, time, callback, cause_repr, process),)
     return err
+
+
+def _message(stage: str, vertex: int, time: Any, callback: str, cause: str,
+             process: Optional[int]) -> str:
+    """``vertex 1 of stage 'count' in process 1 failed in on_recv at Timestamp(3): ...`` (no
+    time for a callback that has none, as the vertex factory)."""
+    where = f" in process {process}" if process is not None else ""
+    at = f" at {time!r}" if time is not None else ""
+    return f"vertex {vertex} of stage {stage!r}{where} failed in {callback}{at}: {cause}"
 
 
 class ComputationFailed(NaiadError):

@@ -129,9 +129,9 @@ class WorkerState:
     def _make_vertex(self, st: StageDef) -> Vertex:
         try:
             v = st.factory()  # type: ignore[misc]  # only vertex stages reach here
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:   # sys.exit() too: named, not silent
             raise VertexError(st.name, self.index, None, "the vertex factory", exc,
-                              format_current()) from exc
+                              format_current(), self.process_index) from exc
         if not isinstance(v, Vertex):
             msg = (f"stage {st.name!r}: the factory returned {type(v).__name__}, not a "
                    "naiad.Vertex; pass a Vertex subclass or a function returning an instance")
@@ -158,7 +158,7 @@ class WorkerState:
             v = self.vertices[sid]
             try:
                 v.restore(snapshot.decode(state, v._stagedef.name))
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
         for w, sid, time in restored.notifications:
             if w == self.index:
@@ -290,7 +290,7 @@ class WorkerState:
             t0 = clock() if meter is not None else 0.0
             try:
                 v.on_recv_batch(conn.dst_port, records, time)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._raise_vertex_error(v, time, "on_recv", exc)
             v._now = None
             out = self._flush_vertex(v)
@@ -326,7 +326,7 @@ class WorkerState:
             return
         try:
             parts = partition(records, key, self.peers)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             st = self.stages[conn.dst]
             raise VertexError(st.name, self.index, time, "partition_by", exc,
                               format_current(), self.process_index) from exc
@@ -384,7 +384,7 @@ class WorkerState:
             t0 = self.clock() if meter is not None else 0.0
             try:
                 v.on_notify(time)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
             out = self._flush_vertex(v)
@@ -402,7 +402,7 @@ class WorkerState:
             v._now = None
             try:
                 v.observe_frontier(frontier)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
                 # A subscribe sink delivers there; other observers (an arrangement that
                 # compacts its traces) are named by the callback itself.
@@ -443,7 +443,7 @@ class WorkerState:
         return quiesce.snapshot(self, epoch)
 
     # ---- errors and diagnostics -------------------------------------------------------------
-    def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: Exception):
+    def _raise_vertex_error(self, v: Vertex, time: Any, callback: str, exc: BaseException):
         v._now = None
         raise VertexError(v._stagedef.name, self.index, time, callback, exc,
                           format_current(), self.process_index) from exc

@@ -7,6 +7,7 @@ with one.
 from __future__ import annotations
 
 import functools
+import sys
 
 import pytest
 
@@ -87,6 +88,30 @@ def test_exception_in_the_factory(cluster):
     err = run_failing(cluster, failing_factory, [[1]])
     assert err.stage == "victim" and "factory" in err.callback
     check_cause(cluster, err, RuntimeError, "cannot build")
+
+
+class ExitsInRecv(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        if message == 13:
+            sys.exit(7)
+        self.send_by(0, message, time)
+
+
+@pytest.mark.timeout(120)
+def test_sys_exit_in_a_callback_is_named_like_an_exception(cluster):
+    """sys.exit() inside on_recv ended the run with the exit status and not a word (a
+    SystemExit is not an Exception)."""
+    err = run_failing(cluster, ExitsInRecv, [list(range(10)), list(range(10, 20))])
+    assert (err.stage, err.callback, err.time) == ("victim", "on_recv", Timestamp(1))
+    assert "SystemExit: 7" in str(err)
+
+
+@pytest.mark.timeout(120)
+def test_the_factorys_error_names_the_process_and_no_time(cluster):
+    err = run_failing(cluster, failing_factory, [[1]])
+    assert err.time is None and " at None" not in str(err)
+    if cluster.processes > 1:
+        assert f"in process {err.process} failed in the vertex factory: " in str(err)
 
 
 def test_factory_returning_something_else():

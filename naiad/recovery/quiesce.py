@@ -59,7 +59,7 @@ def snapshot(ws: Any, epoch: int) -> Tuple[Dict[Any, Any], List[Tuple[int, int, 
         v._now = None
         try:
             out[st.id] = states.encode(v.checkpoint(), epoch)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             ws._raise_vertex_error(v, Timestamp(epoch), "checkpoint", exc)
     out["__naiad__"] = {"inputs": dict(ws.input_epoch)}
     notifications = [(ws.index, sid, t) for (sid, t) in ws.notifications]
