@@ -3,7 +3,8 @@
 The launcher passes the private directory holding the program, this process's place, and the
 descriptor of its *link* (one end of a socket pair, see :mod:`naiad.launch`).  One thread reads
 the link: the endpoints of the rendezvous, then nothing until the launcher goes away, when the
-link reaches end of file and this process exits (no orphan outlives its launcher).
+link reaches end of file and this process exits (no orphan outlives its launcher; one that is
+stopped is killed by the kernel when the launcher dies).
 """
 
 from __future__ import annotations
@@ -85,7 +86,24 @@ def _stop_on_sigterm(comp: Computation) -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
+def _die_with_launcher() -> None:
+    """A stopped process (SIGSTOP, a debugger) cannot see its link close: on Linux the kernel
+    kills it when the launcher dies (``PR_SET_PDEATHSIG``), whatever state it is in."""
+    if not sys.platform.startswith("linux"):
+        return
+    launcher = os.getppid()
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)        # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the link alone
+        return
+    if os.getppid() != launcher:       # it died before the call: nobody would send it
+        os._exit(3)
+
+
 def main(argv) -> int:
+    _die_with_launcher()
     workdir, index, processes, workers, fd = argv
     index, processes, workers = int(index), int(processes), int(workers)
     link = socket.socket(fileno=int(fd))

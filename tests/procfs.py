@@ -21,6 +21,12 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+def state(pid: int) -> Optional[str]:
+    """The state letter of ``pid`` (``R``, ``S``, ``T`` for stopped, ...), or None if gone."""
+    fields = _stat(pid)
+    return fields[0] if fields is not None else None
+
+
 def parent(pid: int) -> Optional[int]:
     """The parent of ``pid``, or None if it is gone."""
     fields = _stat(pid)

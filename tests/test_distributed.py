@@ -381,13 +381,13 @@ naiad.execute(program, processes=2)
 '''
 
 
-def _start_sleeper(tmp_path):
+def _start_sleeper(tmp_path, script_text=SLEEPER):
     """A launcher of two processes that sleep, with its own TMPDIR: (launcher, children, tmp)."""
     import os
     import subprocess
     import sys
     script = tmp_path / "sleeper.py"
-    script.write_text(SLEEPER)
+    script.write_text(script_text)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     import signal
@@ -537,3 +537,29 @@ def test_sigkill_to_the_launcher_leaves_no_secret_on_disk(tmp_path):
     while time.monotonic() < deadline and [c for c in children if procfs.alive(c)]:
         time.sleep(0.1)
     assert not [c for c in children if procfs.alive(c)], "children outlived the launcher"
+
+
+STOPPED = SLEEPER.replace("    time.sleep(120)", """    if comp.process_index == 1:
+        import os, signal
+        os.kill(os.getpid(), signal.SIGSTOP)     # a stopped process cannot read its link
+    time.sleep(120)""")
+
+
+def test_a_stopped_child_ends_with_its_launcher(tmp_path):
+    """A child stopped by SIGSTOP does not see its link close when the launcher is killed: it
+    stayed, stopped, reparented to init, for good."""
+    import signal
+    launcher, children, _ = _start_sleeper(tmp_path, STOPPED)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(procfs.state(c) == "T" for c in children):
+        time.sleep(0.1)
+    assert any(procfs.state(c) == "T" for c in children), "no child stopped"
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(timeout=20)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and [c for c in children if procfs.alive(c)]:
+        time.sleep(0.1)
+    left = [c for c in children if procfs.alive(c)]
+    for c in left:
+        os.kill(c, signal.SIGKILL)
+    assert not left, "a stopped child outlived the launcher"
