@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from naiad import partition
 from naiad.config import OPTIONS, check_options, parse_args, positive_int
 from naiad.console import FrontierProgress
-from naiad.errors import NaiadError, RemoteFailure
+from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
 from naiad.recovery.coordinator import Coordinator
 from naiad.recovery.store import CheckpointStore
 from naiad.debug import GlobalView
@@ -406,6 +406,11 @@ class Computation:
         if isinstance(exc, RemoteFailure):
             origin = exc.process
             exc = exc.error if exc.error is not None else exc
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                # Another process was interrupted (Ctrl-C) or exited: not this one.
+                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                exc = ComputationFailed(f"process {origin} was stopped ({why}); process "
+                                        f"{self.process_index} stops")
         with self._lock:
             if self._failure is not None:
                 return

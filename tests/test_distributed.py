@@ -563,3 +563,39 @@ def test_a_stopped_child_ends_with_its_launcher(tmp_path):
     for c in left:
         os.kill(c, signal.SIGKILL)
     assert not left, "a stopped child outlived the launcher"
+
+
+def test_ctrl_c_in_one_hand_started_process_is_named_by_the_other(tmp_path):
+    """Ctrl-C in process 0 of a `naiad run` pair: process 1 printed "interrupted", as if it
+    had been."""
+    import signal
+    ports = free_ports(2)
+    (tmp_path / "slowmod.py").write_text(
+        "import time\n"
+        "def program(comp):\n"
+        "    inp = comp.new_input(name='nums')\n"
+        "    inp.stream.collect()\n"
+        "    comp.activate()\n"
+        "    print('running', flush=True)\n"
+        "    for e in range(600):\n"
+        "        inp.on_next([e])\n"
+        "        time.sleep(0.05)\n"
+        "    inp.on_completed()\n"
+        "    comp.join()\n")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}", NAIAD_SECRET="s")
+    procs = [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run", "slowmod:program",
+                               "-p", str(i), "-n", "2", "-h", f"127.0.0.1:{ports[0]}",
+                               f"127.0.0.1:{ports[1]}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+             for i in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "running"
+        procs[0].send_signal(signal.SIGINT)
+        errs = [p.communicate(timeout=60)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert "interrupted" in errs[0]
+    assert "process 0 was stopped (KeyboardInterrupt); process 1 stops" in errs[1], errs[1]
+    assert "interrupted" not in errs[1]
