@@ -1,4 +1,4 @@
-"""Naiad's command-line flags (-p, -n, -t, -h) and the ``naiad`` console script.
+"""Naiad's command-line flags (-p, -n, -t, -h, --connect-timeout) and the ``naiad`` console script.
 
 The console script is one argparse parser with a subcommand per task; each subcommand is a
 :class:`Command` in :data:`COMMANDS` (its arguments and its handler), so adding one is a small,
@@ -6,7 +6,7 @@ local change.  Exit codes: 0 success, 2 usage error, 1 the computation failed (i
 stderr, the traceback only with ``--debug``).
 
 >>> parse_args(["-p", "1", "-n", "2", "-h", "a:1", "b:2"])
-ProcessConfig(procid=1, numprocs=2, threads=1, hosts=['a:1', 'b:2'])
+ProcessConfig(procid=1, numprocs=2, threads=1, hosts=['a:1', 'b:2'], connect_timeout=None)
 >>> main(["sample"])                                    # doctest: +ELLIPSIS
 samples (run one with: naiad sample NAME [options]; NAME --help lists its options)
   collatz ...

@@ -124,8 +124,11 @@ class Computation:
     @classmethod
     def from_args(cls, argv: Optional[Sequence[str]] = None, **options: Any) -> "Computation":
         """A computation configured by Naiad's flags: -p/--procid, -n/--numprocs, -t/--threads,
-        -h/--hosts host:port ...  (for processes started by hand or by a cluster manager)."""
+        -h/--hosts host:port ..., --connect-timeout S (for processes started by hand or by a
+        cluster manager)."""
         cfg = parse_args(argv)
+        if cfg.connect_timeout is not None:
+            options.setdefault("connect_timeout", cfg.connect_timeout)
         return cls(process_index=cfg.procid, processes=cfg.numprocs, workers=cfg.threads,
                    hosts=cfg.hosts, **options)
 

@@ -187,6 +187,7 @@ class ProcessConfig(NamedTuple):
     numprocs: int = 1
     threads: int = 1
     hosts: Optional[List[str]] = None
+    connect_timeout: Optional[float] = None
 
 
 def _flag_parser(prog: str = "naiad") -> "argparse.ArgumentParser":
@@ -200,6 +201,8 @@ def _flag_parser(prog: str = "naiad") -> "argparse.ArgumentParser":
     p.add_argument("-t", "--threads", type=int, default=1, help="worker threads per process")
     p.add_argument("-h", "--hosts", nargs="+", default=None, metavar="HOST:PORT",
                    help="one host:port per process, in process order")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds to wait for the other processes (default 30)")
     p.add_argument("--help", action="help", help="show this help and exit")
     return p
 
@@ -229,4 +232,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
         raise SystemExit(msg)
     if args.hosts is None and args.numprocs > 1:
         args.hosts = [f"127.0.0.1:{2101 + i}" for i in range(args.numprocs)]
-    return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts)
+    if args.connect_timeout is not None and not args.connect_timeout > 0:
+        raise SystemExit(f"--connect-timeout must be a positive number of seconds; got "
+                         f"{args.connect_timeout}")
+    return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts,
+                         args.connect_timeout)

@@ -24,6 +24,7 @@ NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -n, --numprocs N         number of processes (default 1)
   -t, --threads T          worker threads per process (default 1)
   -h, --hosts HOST:PORT .. one host:port per process, in process order
+  --connect-timeout S      seconds to wait for the other processes (default 30)
 
 Start one process per index, each with the same -n, -t and -h."""
 

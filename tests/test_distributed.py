@@ -85,9 +85,20 @@ def test_a_missing_process_is_named_after_the_connect_timeout():
                              secret="s")
     comp.new_input().stream.collect()
     t0 = time.monotonic()
-    with pytest.raises(naiad.ComputationFailed, match=rf"process\(es\) 1 \(tcp://127.0.0.1:{ports[1]}\)"):
+    with pytest.raises(naiad.ComputationFailed, match=rf"process\(es\) 1 \(tcp://127.0.0.1:{ports[1]}\)"
+                       r".*failed or stopped before it connected.*--connect-timeout S"):
         comp.activate()
     assert time.monotonic() - t0 < 10
+
+
+def test_connect_timeout_is_one_of_naiads_flags():
+    """`naiad run` had no way to set connect_timeout, which its wait message advised raising."""
+    argv = ["-p", "0", "-n", "2", "--connect-timeout", "2.5"]
+    assert naiad.Computation.from_args(argv).options["connect_timeout"] == 2.5
+    assert naiad.Computation.from_args(argv, connect_timeout=9).options["connect_timeout"] == 9
+    assert naiad.Computation.from_args(argv[:4]).options["connect_timeout"] == 30.0
+    with pytest.raises(SystemExit, match="--connect-timeout must be a positive"):
+        naiad.Computation.from_args(["--connect-timeout", "0"])
 
 
 def test_listening_beyond_loopback_requires_a_secret():

@@ -159,8 +159,10 @@ class ControlPlane:
                     missing = [f"{p} ({self.endpoints[p]})" for p in self.peers()
                                if p not in hellos]
                     msg = (f"process {self.process_index} waited {timeout:.0f} s for "
-                           f"process(es) {', '.join(missing)}; start every process with the "
-                           "same --numprocs and --hosts, or raise connect_timeout")
+                           f"process(es) {', '.join(missing)}; if it was started, it failed or "
+                           "stopped before it connected (see its own output); else start "
+                           "every process with the same --numprocs and --hosts, or raise "
+                           "connect_timeout (--connect-timeout S)")
                     refused = [p for p in self.peers() if p not in hellos and self._refused.get(p)]
                     if refused:
                         msg += (f"; the CURVE handshake with process(es) "
