@@ -11,6 +11,7 @@ from naiad.config import OPTIONS, check_options, parse_args, positive_int
 from naiad.console import FrontierProgress
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
 from naiad.recovery.coordinator import Coordinator
+from naiad.stall import StallWatch
 from naiad.recovery.store import CheckpointStore
 from naiad.debug import GlobalView
 from naiad.progress.timestamp import Timestamp
@@ -74,6 +75,7 @@ class Computation:
         self._workers: List[Worker] = []
         self._threads: List[threading.Thread] = []
         self._progress: Optional[FrontierProgress] = None     # the default progress line
+        self._stall: Optional[StallWatch] = None      # names a callback that does not return
         # Where process 0's default progress goes instead of this process's stderr or logger:
         # set by a launcher whose application logs (naiad._child), None otherwise.
         self.progress_emit: Optional[Callable[[str], None]] = None
@@ -220,6 +222,7 @@ class Computation:
             self._threads.append(t)
         for t in self._threads:
             t.start()
+        self._stall = StallWatch(self._workers, self.process_index)
         if self.options["progress"] is None and self.process_index == 0:
             if self.progress_emit is not None:        # to the launcher, which logs it
                 self._progress = FrontierProgress(self._frontier_view, emit=self.progress_emit)
@@ -372,6 +375,8 @@ class Computation:
         deadline = _time.monotonic() + wait
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - _time.monotonic()))
+        if self._stall is not None:
+            self._stall.stop()
         if self._progress is not None:
             self._progress.stop()       # the last line, when one was shown
             self._progress = None

@@ -32,7 +32,7 @@ __all__ = ["Worker"]
 
 _BUSY, _DONE = Step.BUSY, Step.DONE
 _WAIT_SECONDS = 1.0          # an idle worker looks at its inbox and the computation this often
-_CALLBACKS = frozenset({"on_recv", "on_recv_batch", "on_notify"})
+_CALLBACKS = frozenset({"on_recv", "on_recv_batch", "on_notify", "checkpoint", "observe_frontier"})
 
 
 class Worker:

@@ -111,6 +111,7 @@ class WorkerState:
         self.stopped: Optional[str] = None
         self.ckpt_epoch: Optional[int] = None
         self.frontier_moved = False
+        self.calls = 0                  # callbacks run so far (naiad.stall reads it)
         self._seen_version = -1
         self._since_flush = 0
         self._notified: Dict[int, set] = {}
@@ -283,6 +284,7 @@ class WorkerState:
             if not pending:
                 break
             conn, time, records, n = pending.popleft()
+            self.calls += 1
             v = vertices[conn.dst]
             if self.debug:
                 self._check_not_notified(conn.dst, time)
@@ -376,6 +378,7 @@ class WorkerState:
         add = self.add_progress
         meter = self.meter
         for key in ready:
+            self.calls += 1
             v = notifications.pop(key)
             time = key[1]
             if self.debug:

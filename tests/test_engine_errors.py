@@ -393,3 +393,47 @@ def test_a_join_timeout_names_the_callback_a_worker_is_stuck_in(processes):
     msg = str(err.value)
     assert "did not finish within 0.5 s" in msg
     assert "is in stage 'stuck'.on_recv at Timestamp(0)" in msg, msg
+
+
+class SleepsOnce(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        if message == 3:
+            import time as clock
+            clock.sleep(2.5)
+        self.send_by(0, message, time)
+
+
+class SleepsOften(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        import time as clock
+        clock.sleep(0.3)            # many callbacks at one time, each short: not a stall
+        self.send_batch_by(0, messages, time)
+
+
+def _slow(factory, batches):
+    def program(comp):
+        inp = comp.new_input()
+        stages.unary(inp.stream, factory, name="slow").collect()
+        comp.activate()
+        for b in batches:
+            inp.on_next(b)
+        inp.on_completed()
+        comp.join(timeout=60)
+    return program
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_callback_that_does_not_return_is_named(capfd, monkeypatch, processes):
+    """A vertex stuck in a callback held the run with nothing said; after NAIAD_STALL seconds
+    (60 by default) its process names the stage, callback and time on stderr."""
+    monkeypatch.setenv("NAIAD_STALL", "1")
+    naiad.execute(_slow(SleepsOnce, [list(range(5))]), processes=processes)
+    err = capfd.readouterr().err
+    assert "is in stage 'slow'.on_recv at Timestamp(0), for " in err, err
+    assert "a callback that does not return holds its time" in err
+
+
+def test_many_short_callbacks_are_not_a_stall(capfd, monkeypatch):
+    monkeypatch.setenv("NAIAD_STALL", "1")
+    naiad.execute(_slow(SleepsOften, [[i] for i in range(8)]))
+    assert "does not return" not in capfd.readouterr().err
