@@ -584,7 +584,8 @@ def test_the_final_rate_is_the_average_over_the_whole_run(capfd, processes):
     last = [line for line in capfd.readouterr().err.splitlines()
             if line.startswith("naiad: ")][-1]
     rate, records = (int(part.split()[0].replace(",", "")) for part in last.split(", ")[1:3])
-    assert records / elapsed <= rate <= records / inner, (last, elapsed, inner)
+    # (the run's time is read from the workers' clocks and rounded to 1 ms: 10% of slack)
+    assert records / elapsed <= rate <= 1.1 * records / inner, (last, elapsed, inner)
 
 
 def test_the_final_summary_divides_by_the_run_time():
