@@ -594,10 +594,14 @@ def test_ctrl_c_in_one_hand_started_process_is_named_by_the_other(tmp_path):
         "    inp.on_completed()\n"
         "    comp.join()\n")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}", NAIAD_SECRET="s")
+
+    def as_from_a_terminal():     # Ctrl-C's default even when the tests run in the background
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     procs = [subprocess.Popen([sys.executable, "-m", "naiad.cli", "run", "slowmod:program",
                                "-p", str(i), "-n", "2", "-h", f"127.0.0.1:{ports[0]}",
                                f"127.0.0.1:{ports[1]}"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                              preexec_fn=as_from_a_terminal)
              for i in range(2)]
     try:
         for p in procs:
