@@ -236,19 +236,35 @@ class LogicalGraph:
             self.stages[src_id].outputs[src_port].append(conn)
             dst.inputs.append(conn)
 
-    def prune(self) -> None:
-        """Leave out pure stages whose output nobody reads, and then the pure stages that only
-        they read: no record is sent to them.  (They stay in the graph, marked ``unused``.)"""
+    def unread(self) -> set:
+        """The ids of the stages :meth:`prune` leaves out (or left out): pure stages whose
+        output nobody reads, and then the pure stages that only they read.  The graph is not
+        changed."""
+        gone = {st.id for st in self.stages if st.unused}
+        readers = {st.id: sum(1 for port in st.outputs for c in port if c.dst not in gone)
+                   for st in self.stages}
         changed = True
         while changed:
             changed = False
             for st in self.stages:
-                if st.pure and not st.unused and not any(st.outputs):
-                    st.unused = True
+                if st.pure and st.id not in gone and not readers[st.id]:
+                    gone.add(st.id)
                     changed = True
                     for c in st.inputs:
-                        c.unused = True
-                        self.stages[c.src].outputs[c.src_port].remove(c)
+                        readers[c.src] -= 1
+        return gone
+
+    def prune(self) -> None:
+        """Leave out the :meth:`unread` stages: no record is sent to them.  (They stay in the
+        graph, marked ``unused``, their input connectors too.)"""
+        for sid in sorted(self.unread()):
+            st = self.stages[sid]
+            if st.unused:
+                continue
+            st.unused = True
+            for c in st.inputs:
+                c.unused = True
+                self.stages[c.src].outputs[c.src_port].remove(c)
 
     def compile(self) -> Reachability:
         """Check the graph and compute could-result-in between all its locations."""

@@ -54,25 +54,6 @@ def _partitioning(exchange) -> str:
     return f"exchange({getattr(key, '__name__', type(key).__name__)})"
 
 
-def _unread(graph: "LogicalGraph") -> set:
-    """The stages :meth:`~naiad.graph.LogicalGraph.prune` leaves out (or will, at
-    ``activate()``): pure stages whose output nobody reads, and the pure stages only they
-    read (a ``select_many`` fused into the operator after it, for one)."""
-    gone = {st.id for st in graph.stages if st.unused}
-    readers = {st.id: sum(1 for port in st.outputs for c in port if c.dst not in gone)
-               for st in graph.stages}
-    changed = True
-    while changed:
-        changed = False
-        for st in graph.stages:
-            if st.pure and st.id not in gone and not readers[st.id]:
-                gone.add(st.id)
-                changed = True
-                for c in st.inputs:
-                    readers[c.src] -= 1
-    return gone
-
-
 def graph_dot(graph: "LogicalGraph") -> str:
     """The logical graph as Graphviz DOT text (deterministic: same graph, same text)."""
     children: Dict[Scope, List[Scope]] = {}
@@ -89,7 +70,7 @@ def graph_dot(graph: "LogicalGraph") -> str:
              '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", '
              'fontname="Helvetica"];', '  edge [fontname="Helvetica", fontsize=10];']
     counter = [0]
-    unused = _unread(graph)
+    unused = graph.unread()        # drawn as left out before activate() prunes them too
 
     def emit(scope: Scope, indent: str) -> None:
         for st in members.get(scope, []):

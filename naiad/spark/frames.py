@@ -169,8 +169,9 @@ def decoded_batches(batches: Iterable[pa.RecordBatch], schema: pa.Schema
                     ) -> Iterator[pa.RecordBatch]:
     """The second pass: the kept record batches (payloads of kind 1), in ``schema``."""
     for batch in batches:
-        for payload in batch.column("payload").to_pylist():
-            with pa.ipc.open_stream(payload) as reader:
+        payloads = batch.column("payload")
+        for i in range(len(payloads)):
+            with pa.ipc.open_stream(payloads[i].as_buffer()) as reader:   # no copy
                 yield from result_batches(reader.read_all(), schema, inferred=True)
 
 
