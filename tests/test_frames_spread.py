@@ -330,10 +330,13 @@ def test_sums_dense_path_matches_arrow_group_by_whatever_the_arrival_order(seed)
         assert got["x"].to_pylist() == want["x_sum"].to_pylist()
 
 
-def _drive_spread(seed: int, workers: int, iterations: int):
+def _drive_spread(seed: int, workers: int, iterations: int, scramble: bool = False):
     """Two interleaved epochs of ``iterations`` rounds through ``workers`` SpreadVertex and
     PartialSums vertices driven by hand (their sends captured): ``(messages by sender,
-    sums by (receiver, time), varying by time, edges by (sender, epoch), the vertices)``."""
+    sums by (receiver, time), varying by time, edges by (sender, epoch), the vertices)``.
+    With ``scramble`` the senders get the iterations after the first in a random order and
+    the receivers get every message in a random order (as timely dataflow allows for
+    messages of different times), each time's notification after all its messages."""
     from linq.frames.spread import PartialSums, SpreadVertex
     rng = random.Random(seed)
     routes = route_keys(workers)
@@ -357,7 +360,11 @@ def _drive_spread(seed: int, workers: int, iterations: int):
             edges[(w, epoch)] = part
             sv.on_recv_batch(1, [(routes[w], part)], naiad.Timestamp(epoch, (0,)))
     nodes = list(range(60))
-    for c in range(iterations):
+    order = list(range(1, iterations))
+    if scramble:
+        rng.shuffle(order)
+    undelivered = []
+    for c in [0] + order:
         for epoch in range(2):
             time = naiad.Timestamp(epoch, (c,))
             # Every node (the same targets reached: the keys travel once), or some of them.
@@ -370,11 +377,23 @@ def _drive_spread(seed: int, workers: int, iterations: int):
                 sv.on_recv_batch(0, [(routes[w], table)], time)
                 if c == 0:
                     sv.on_notify(time)       # the edges are complete from here on
-                for _, port, msg, t in sent[first:]:
-                    receivers[port].on_recv_batch(0, [msg], t)
+                undelivered.extend(sent[first:])
+            if scramble and c != 0:
+                continue
+            for _, port, msg, t in undelivered:
+                receivers[port].on_recv_batch(0, [msg], t)
+            undelivered = []
             for ps in receivers:
                 if (ps, time) in notes:
                     ps.on_notify(time)
+    rng.shuffle(undelivered)
+    for _, port, msg, t in undelivered:
+        receivers[port].on_recv_batch(0, [msg], t)
+    for c in order if scramble else ():
+        for epoch in range(2):
+            for ps in receivers:
+                if (ps, naiad.Timestamp(epoch, (c,))) in notes:
+                    ps.on_notify(naiad.Timestamp(epoch, (c,)))
     for epoch in range(2):
         time = naiad.Timestamp(epoch, (last,))
         for v in senders:
@@ -382,31 +401,39 @@ def _drive_spread(seed: int, workers: int, iterations: int):
     return sent, out, varying, edges, senders, receivers
 
 
+@pytest.mark.parametrize("scramble", [False, True])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_partial_sums_carry_their_keys_once_per_epoch_and_destination(seed, workers):
+def test_partial_sums_carry_their_keys_once_per_epoch_and_destination(seed, workers, scramble):
     """The partial tables for other workers carry their key column the first time in an
-    epoch and whenever the targets reached change, and otherwise the values alone (those for
-    the sender itself go whole); the receiving sums complete them with the keys they kept
-    (the sums equal a dict oracle's) and drop those keys at the epoch's last iteration, as
-    the senders do."""
+    epoch and whenever the targets reached change, and otherwise the values alone, naming
+    the keys they go with, sent at the same or an earlier iteration (those for the sender
+    itself go whole); the receiving sums complete them with the keys they kept, also when
+    the values arrive first (the sums equal a dict oracle's), and drop those keys at the
+    epoch's last iteration, as the senders do."""
     iterations = 6
-    sent, out, varying, edges, senders, receivers = _drive_spread(seed, workers, iterations)
-    assert all(with_keys for w, port, (_, _, _, with_keys), _ in sent if port == w)
+    sent, out, varying, edges, senders, receivers = _drive_spread(seed, workers, iterations,
+                                                                  scramble)
+    assert all(with_keys for w, port, (_, _, _, _, with_keys), _ in sent if port == w)
     if workers > 1:
-        others = [(with_keys, t) for w, port, (_, _, _, with_keys), t in sent if port != w]
+        others = [(with_keys, t) for w, port, (_, _, _, _, with_keys), t in sent if port != w]
         assert any(not with_keys for with_keys, _ in others)
         assert any(with_keys for with_keys, t in others if t.counters[0] > 0)
-    last_keys: dict = {}
-    for w, port, (route, table, sender, with_keys), time in sent:
+    keys_at: dict = {}
+    for w, port, (route, table, sender, number, with_keys), time in sent:
         assert sender == w and route == route_keys(workers)[port]
-        key = (w, port, time.epoch)
+        key = (w, port, time.epoch, number)
         if with_keys:
             assert table.column_names[0] == "node"
-            last_keys[key] = table["node"].to_pylist()
+            if number >= 0:
+                assert keys_at.get(key, (None,))[0] in (None, table["node"].to_pylist())
+                keys_at[key] = (table["node"].to_pylist(),
+                                min(keys_at.get(key, (0, time.counters[0]))[1],
+                                    time.counters[0]))
         else:
-            assert "node" not in table.column_names and key in last_keys
-            assert len(table) == len(last_keys[key])
+            assert "node" not in table.column_names and key in keys_at
+            assert len(table) == len(keys_at[key][0])
+            assert keys_at[key][1] <= time.counters[0]
     for (d, time), table in out.items():
         want: dict = defaultdict(float)
         for w in range(workers):

@@ -24,7 +24,8 @@ partial sums of each worker travel, never the edges nor a per-row hash.  A slice
 worker's (precomputed) key column only the first time in an epoch, and again when the targets
 reached change; otherwise its value columns travel alone (half the bytes of a table of one
 float64 column), and :class:`PartialSums`, on the receiving worker, completes them with the
-key column it kept from that sender for the epoch.  It sums the partials of the time (the
+key column they name, kept from that sender for the epoch (messages of different iterations
+may be delivered in any order: values that come first wait for their keys).  It sums the partials of the time (the
 final step of ``group_by``, by a kept grouping: :class:`Sums`, which recognises the same key
 arrays without comparing them) and hands on the same key array as long as the keys are the
 same, so the next exchange by ``on`` finds its routing already known
@@ -63,15 +64,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import naiad
-from linq.frames.dense import dense_group_by
 from linq.frames.hashing import destinations, route_hash
 from linq.frames.held import HeldJoin, KeyIndex
+from linq.frames.sums import _SPREAD, Sums, sum_by
 from linq.frames.vertices import (Accumulate, FrameError, _same_array, concat, require_columns,
                                   split_table)
 
 __all__ = ["SpreadPlan", "SpreadVertex", "PartialSums", "Sums", "sum_by"]
 
-_SPREAD = 4        # a dst key range at most this many times the edges is numbered directly
 _FEW = 8           # up to this many workers, the targets are grouped by comparisons, not a sort
 
 
@@ -82,11 +82,6 @@ def _plain(column: pa.ChunkedArray) -> Optional[np.ndarray]:
     if column.num_chunks == 1:
         return column.chunk(0).to_numpy()
     return column.to_numpy()
-
-
-def _same_arrays(kept: Sequence[pa.Array], now: Sequence[pa.Array]) -> bool:
-    """Whether ``now`` are views of the same memory as ``kept``, one by one."""
-    return len(kept) == len(now) and all(_same_array(a, b) for a, b in zip(kept, now))
 
 
 def _ints(column: pa.ChunkedArray) -> Optional[np.ndarray]:
@@ -213,101 +208,6 @@ class SpreadPlan:
         return split_table(sum_by(pa.table(columns), on, values, self.op), [on], self.routes)
 
 
-def sum_by(table: pa.Table, on: str, values: Sequence[str], op: str) -> pa.Table:
-    """One row per ``on`` key with the sums of ``values`` (named as they are), as ``group_by``
-    sums them (bincount over dense integer keys, Arrow's hash aggregation otherwise)."""
-    specs = [(c, "sum") for c in values]
-    got = dense_group_by(table, [on], specs)
-    if got is None:
-        try:
-            got = table.group_by([on], use_threads=False).aggregate(specs)
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
-            types = ", ".join(f"{c}: {table.column(c).type}" for c in values)
-            msg = (f"{op}: cannot sum the value columns ({types}) per {on!r}: {exc}; every "
-                   f"column but {on!r} is summed, so select numeric value columns first")
-            raise FrameError(msg) from exc
-    return pa.table([got.column(on)] + [got.column(f"{c}_sum") for c in values],
-                    names=[on] + list(values))
-
-
-class Sums:
-    """The final step of ``spread`` (and of its composed form): the sums of a time's partial
-    tables per ``on`` key.
-
-    Integer keys without nulls and float64 values take a dense path whose grouping is kept:
-    the partial tables (one per sending worker, as chunks of the table) are put in an order
-    that does not depend on their arrival (by length and first key), and while the keys in
-    that order are the same as the last time (the same targets reached, iteration after
-    iteration) the sums are one ``numpy.bincount`` into the kept numbering and the last key
-    array is handed on (the same memory), so that an exchange by ``on`` downstream reuses its
-    routing.  Other tables are summed by :func:`sum_by`."""
-
-    def __init__(self, on: str, op: str):
-        self.on, self.op = on, op
-        self._last: Optional[Tuple[np.ndarray, pa.ChunkedArray]] = None
-        # The dense grouping: (keys in canonical order, slot of each row, key column out, the
-        # key chunks it was made from, kept alive so that their memory is not reused).
-        self._grouping: Optional[Tuple[np.ndarray, np.ndarray, pa.ChunkedArray,
-                                       List[pa.Array]]] = None
-
-    def __call__(self, tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
-        table = tables[0]
-        if table is None or table.num_rows == 0:
-            return None
-        values = [c for c in table.column_names if c != self.on]
-        dense = self._dense(table, values)
-        if dense is not None:
-            return dense
-        out = sum_by(table, self.on, values, self.op)
-        keys = out.column(0)
-        if keys.num_chunks == 1 and pa.types.is_integer(keys.type) and not keys.null_count:
-            now = keys.chunk(0).to_numpy()
-            last = self._last
-            if last is not None and last[1].type == keys.type and np.array_equal(last[0], now):
-                return pa.table([last[1]] + out.columns[1:], names=out.column_names)
-            self._last = (now, keys)
-        return out
-
-    def _dense(self, table: pa.Table, values: List[str]) -> Optional[pa.Table]:
-        keys = table.column(self.on)
-        columns = [table.column(c) for c in values]
-        if (not pa.types.is_integer(keys.type) or keys.type == pa.uint64() or keys.null_count
-                or any(c.type != pa.float64() or c.null_count for c in columns)):
-            return None
-        lengths = [len(chunk) for chunk in keys.chunks]
-        if any([len(chunk) for chunk in c.chunks] != lengths for c in columns):
-            return None
-        order = sorted((n, chunk[0].as_py(), i) for i, (n, chunk) in
-                       enumerate(zip(lengths, keys.chunks)) if n)
-        picked = [i for _, _, i in order]
-
-        def numbers(column: pa.ChunkedArray) -> np.ndarray:
-            parts = [column.chunk(i).to_numpy() for i in picked]
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
-        chunks = [keys.chunk(i) for i in picked]
-        grouping = self._grouping
-        # The very same key arrays as the last time (the partials' keys, held once per sender
-        # and epoch by PartialSums) keep the grouping without a comparison.
-        if grouping is None or not _same_arrays(grouping[3], chunks):
-            k = numbers(keys).astype(np.int64, copy=False)
-            if grouping is None or not np.array_equal(grouping[0], k):
-                lo, hi = int(k.min()), int(k.max())
-                width = hi - lo + 1
-                if width > _SPREAD * len(k) + 1024:
-                    return None
-                rel = k - lo
-                present = np.flatnonzero(np.bincount(rel, minlength=width))
-                position = np.empty(width, np.intp)
-                position[present] = np.arange(len(present))
-                grouping = (k, position[rel],
-                            pa.chunked_array([pa.array(present + lo, keys.type)]), chunks)
-            grouping = self._grouping = (grouping[0], grouping[1], grouping[2], chunks)
-        _, slot, out, _ = grouping
-        n = len(out)
-        sums = [pa.array(np.bincount(slot, weights=numbers(c), minlength=n)) for c in columns]
-        return pa.table([out] + sums, names=[self.on] + values)
-
-
 class SpreadVertex(HeldJoin):
     """The sending half of ``spread``: a :class:`HeldJoin` of the varying tables (input 0,
     key ``on``) with the invariant edges (input 1, key ``src``) whose match of a table is its
@@ -323,8 +223,10 @@ class SpreadVertex(HeldJoin):
         self.early: set = set()      # epochs whose plan was made from their first edge table
         # Results computed ahead of their notification: time -> (varying table, plan, result).
         self.ahead: Dict[naiad.Timestamp, Tuple[pa.Table, SpreadPlan, Any]] = {}
-        # Per epoch, the key array last sent on each output (see _emit).
-        self.sent: Dict[tuple, Dict[int, pa.Array]] = {}
+        # Per epoch and output, the key array last sent, its number and the earliest
+        # iteration it was sent at (see _emit).
+        self.sent: Dict[tuple, Dict[int, Tuple[pa.Array, int, int]]] = {}
+        self.numbered = 0
 
     def on_recv_batch(self, edge: int, messages: list, time: naiad.Timestamp) -> None:
         super().on_recv_batch(edge, messages, time)
@@ -398,79 +300,116 @@ class SpreadVertex(HeldJoin):
         return plan.spread(varying, self.on)
 
     def _emit(self, result: Any, time: naiad.Timestamp) -> None:
-        """Each partial table to its worker's output as ``(route, table, sender, with_keys)``:
-        its key column only when it is not the one last sent to that worker in this epoch
-        (the targets of one plan are the same arrays iteration after iteration), else the
-        value columns alone, which :class:`PartialSums` completes with the keys it kept.  The
-        table for this worker itself goes by reference, whole."""
+        """Each partial table to its worker's output as ``(route, table, sender, number,
+        with_keys)``: with its key column unless that column is the array last sent to that
+        worker in this epoch, at this iteration or an earlier one (the targets of one plan
+        are the same arrays iteration after iteration), else the value columns alone, which
+        :class:`PartialSums` completes with the keys it kept under ``number``.  Messages of
+        different times may be delivered in any order, so the values name their keys, and a
+        message at an earlier time than the keys' carries them again (the keys then arrive
+        before the notification of every time that relies on them).  The table for this
+        worker itself goes by reference, whole."""
         if not result:
             return
         ek = self._epoch(time)
+        at = time.counters[-1]
         sent = self.sent.get(ek)
         if sent is None:
             sent = self.sent[ek] = {}
         for route, table in result:
             d = self.ports[route]
             if d == self.index:
-                self.send_by(d, (route, table, d, True), time)
+                self.send_by(d, (route, table, d, -1, True), time)
                 continue
             column = table.column(0)
             key = column.chunk(0) if column.num_chunks == 1 else None
             last = sent.get(d)
-            if key is not None and last is not None and _same_array(last, key):
-                values = pa.table(table.columns[1:], names=table.column_names[1:])
-                self.send_by(d, (route, values, self.index, False), time)
+            if key is not None and last is not None and _same_array(last[0], key):
+                if last[2] <= at:
+                    values = pa.table(table.columns[1:], names=table.column_names[1:])
+                    self.send_by(d, (route, values, self.index, last[1], False), time)
+                    continue
+                sent[d] = (key, last[1], at)
+                self.send_by(d, (route, table, self.index, last[1], True), time)
                 continue
             if key is None:
                 sent.pop(d, None)
-            else:
-                sent[d] = key         # held: its memory cannot be reused by another array
-            self.send_by(d, (route, table, self.index, True), time)
+                self.send_by(d, (route, table, self.index, -1, True), time)
+                continue
+            self.numbered += 1
+            sent[d] = (key, self.numbered, at)   # held: its memory is not reused meanwhile
+            self.send_by(d, (route, table, self.index, self.numbered, True), time)
 
 
 class PartialSums(Accumulate):
     """The receiving half of ``spread``: :class:`Sums` of the partial tables of a time, each
-    ``(route, table, sender, with_keys)`` from a :class:`SpreadVertex`.  A table with keys is
-    kept as its sender's key column for the epoch; a table without (the value columns alone)
-    gets that column back, the same array, so that :class:`Sums` finds its grouping without
-    comparing keys.  The kept columns are dropped at the notification of iteration ``last``
-    (requested when an epoch's first keys arrive).  ``(route, table)`` messages (the composed
-    form of ``spread``) are summed as they are."""
+    ``(route, table, sender, number, with_keys)`` from a :class:`SpreadVertex`.  A table with
+    keys is kept as its sender's key column ``number`` for the epoch; a table without (the
+    value columns alone) gets that column back, the same array, so that :class:`Sums` finds
+    its grouping without comparing keys.  Values that arrive before their keys (another time's
+    message, delivered first) wait for them: the keys' time is at most the values', so they
+    arrive before its notification.  The kept columns are dropped at the notification of
+    iteration ``last`` (requested when an epoch's first keys arrive).  ``(route, table)``
+    messages (the composed form of ``spread``) are summed as they are."""
 
     def __init__(self, op: str, on: str, last: Optional[int]) -> None:
         super().__init__(f"{op}.sum", 1, True, Sums(on, op))
         self.on, self.last = on, last
-        self.keys: Dict[tuple, Dict[int, pa.ChunkedArray]] = {}     # epoch -> sender -> keys
+        self.keys: Dict[tuple, Dict[Tuple[int, int], pa.ChunkedArray]] = {}
+        # (epoch, sender, number) -> [(route, values, time)] waiting for their keys
+        self.early: Dict[tuple, List[tuple]] = {}
 
     def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
         tables = []
         for message in messages:
-            if len(message) == 4:
-                route, table, sender, with_keys = message
-                message = (route, self._complete(table, sender, with_keys, time))
+            if len(message) == 5:
+                route, table, sender, number, with_keys = message
+                if with_keys:
+                    self._keep(edge, table.column(0), sender, number, time)
+                else:
+                    table = self._complete(table, sender, number, route, time)
+                    if table is None:
+                        continue
+                message = (route, table)
             tables.append(message)
         super().on_recv_batch(edge, tables, time)
 
-    def _complete(self, table: pa.Table, sender: int, with_keys: bool,
-                  time: naiad.Timestamp) -> pa.Table:
+    def _kept(self, time: naiad.Timestamp) -> Tuple[tuple, Dict[Tuple[int, int], Any]]:
         ek = (time.epoch, time.counters[:-1])
         kept = self.keys.get(ek)
         if kept is None:
             kept = self.keys[ek] = {}
             if self.last is not None:
                 self.notify_at(naiad.Timestamp(ek[0], ek[1] + (self.last,)))
-        if with_keys:
-            kept[sender] = table.column(0)
-            return table
-        keys = kept.get(sender)
+        return ek, kept
+
+    def _keep(self, edge: int, keys: pa.ChunkedArray, sender: int, number: int,
+              time: naiad.Timestamp) -> None:
+        ek, kept = self._kept(time)
+        if number < 0:
+            return
+        kept[(sender, number)] = keys
+        for route, values, at in self.early.pop((ek, sender, number), ()):
+            table = pa.table([keys] + values.columns, names=[self.on] + values.column_names)
+            super().on_recv_batch(edge, [(route, table)], at)
+
+    def _complete(self, values: pa.Table, sender: int, number: int, route: int,
+                  time: naiad.Timestamp) -> Optional[pa.Table]:
+        ek, kept = self._kept(time)
+        keys = kept.get((sender, number))
         if keys is None:
-            msg = (f"{self.op}: partial sums without keys from worker {sender} at {time!r}, "
-                   "before any with keys in this epoch")
-            raise FrameError(msg)
-        return pa.table([keys] + table.columns, names=[self.on] + table.column_names)
+            self.early.setdefault((ek, sender, number), []).append((route, values, time))
+            return None
+        return pa.table([keys] + values.columns, names=[self.on] + values.column_names)
 
     def on_notify(self, time: naiad.Timestamp) -> None:
+        ek = (time.epoch, time.counters[:-1])
+        for (e, sender, number), early in self.early.items():
+            if e == ek and any(at == time for _, _, at in early):
+                msg = (f"{self.op}: partial sums from worker {sender} at {time!r} came without "
+                       f"their keys (number {number}), and the keys never arrived")
+                raise FrameError(msg)
         if time in self.pending:
             super().on_notify(time)
         if self.last is not None and time.counters and time.counters[-1] == self.last:
-            self.keys.pop((time.epoch, time.counters[:-1]), None)
+            self.keys.pop(ek, None)
