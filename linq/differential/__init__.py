@@ -25,8 +25,10 @@ only the work a change requires.
 [('be', 1), ('not', 1), ('or', 1), ('question', 1), ('to', 2)]
 """
 
+from linq.differential.arrange import Arrangement
 from linq.differential.collection import Collected, Collection
 from linq.differential.inputs import InputCollection, new_input
 from linq.differential.iterate import Loop, iterate
 
-__all__ = ["new_input", "InputCollection", "Collection", "Collected", "Loop", "iterate"]
+__all__ = ["new_input", "InputCollection", "Collection", "Collected", "Arrangement", "Loop",
+           "iterate"]

@@ -26,6 +26,7 @@ from naiad.errors import GraphError
 from naiad.graph import Stream
 from linq.core import (HASHABLE, HASHABLE_VALUE, UserFunctionError, call, emit, label,
                         need_callable, require_hashable)
+from linq.differential.arrange import Arrangement, ArrangeVertex, Handle, join_sides
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -366,11 +367,32 @@ class Collection:
                                         "convert lists to tuples") from None
         return self._reduce(op, logic, key, None, reducer, True)
 
-    def join(self, other: "Collection", key: Callable[[Any], Hashable],
-             other_key: Callable[[Any], Hashable],
-             result: Callable[[Any, Any], Any]) -> "Collection":
+    def arrange(self, key: Callable[[Any], Hashable]) -> Arrangement:
+        """The collection arranged by ``key`` once on every worker, for any number of joins
+        to read without keeping copies of their own (:mod:`linq.differential.arrange`)."""
+        need_callable("arrange", "key", key, "key(record) -> hashable")
+        op = label("arrange", key)
+        handle = Handle()
+        stream = stages.unary(self._keyed(op, key, None), lambda: ArrangeVertex(op, handle, key),
+                              partition_by=_key, name=op)
+        return Arrangement(stream, handle, key, op)
+
+    def join(self, other: Union["Collection", Arrangement], key: Callable[[Any], Hashable],
+             other_key: Optional[Callable[[Any], Hashable]] = None,
+             result: Optional[Callable[[Any, Any], Any]] = None) -> "Collection":
         """``result(a, b)`` for every ``a`` here and ``b`` in ``other`` with equal keys;
-        multiplicities multiply."""
+        multiplicities multiply.  ``other`` may be an :class:`Arrangement` (then it is read
+        shared, by its own key, and ``other_key`` is left out)."""
+        if isinstance(other, Arrangement):
+            if other_key is not None:
+                msg = ("join: other is an Arrangement, already keyed by its own key; "
+                       "leave other_key out")
+                raise TypeError(msg)
+            need_callable("join", "key", key, "key(record) -> hashable")
+            need_callable("join", "result", result, "result(a, b) -> record")
+            op = label("join", key, other.key, result)
+            return Collection(join_sides(op, self._keyed(op, key, None), other,
+                                         cast(Callable, result), key))
         self._same("join", other)
         need_callable("join", "key", key, "key(record) -> hashable")
         need_callable("join", "other_key", other_key, "other_key(record) -> hashable")
@@ -378,7 +400,8 @@ class Collection:
         op = label("join", key, other_key, result)
         left = self._keyed(op, key, None)
         right = other._keyed(op, other_key, None)
-        out = stages.binary(left, right, lambda: JoinVertex(op, result, key),
+        pair = cast(Callable[[Any, Any], Any], result)
+        out = stages.binary(left, right, lambda: JoinVertex(op, pair, key),
                             partition_by_left=_key, partition_by_right=_key, name=op)
         return Collection(out)
 

@@ -149,6 +149,10 @@ class JoinVertex(Arranged):
     def traces(self) -> List[Trace]:
         return list(self.sides)
 
+    def _other(self, edge: int, batch: list) -> Any:
+        """The other side's updates by key, as far as this join has had them."""
+        return self.sides[1 - edge].index
+
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
         if self.sides[1 - edge].all_at_or_before(time):
             self._join_now(edge, batch, time)       # every pair at ``time``: one comprehension
@@ -160,7 +164,7 @@ class JoinVertex(Arranged):
             self._unhashable(exc, batch)
 
     def _join_now(self, edge: int, batch: list, time: Timestamp) -> None:
-        other = self.sides[1 - edge].index
+        other = self._other(edge, batch)
         f = self.result
         try:
             if edge == 0:
@@ -177,7 +181,7 @@ class JoinVertex(Arranged):
             self.send_batch_by(0, out, time)
 
     def _join_later(self, edge: int, batch: list, time: Timestamp) -> None:
-        other = self.sides[1 - edge].index
+        other = self._other(edge, batch)
         result = self.result
         now: list = []                            # pairs at ``time`` itself: the common case
         later: Dict[Timestamp, list] = {}         # pairs at a later least upper bound
