@@ -143,9 +143,16 @@ class HeldVertex(LinqVertex):
             held[ek] = {}
             last = Timestamp(ek[0], ek[1] + (self.last,))
             self.notify_at(last)                       # drop the held side after the last
-            if self.reducer is not None:               # cogroup: a result at every iteration
-                for c in range(time[1][-1], self.last):
-                    self.notify_at(Timestamp(ek[0], ek[1] + (c,)))
+        if self.reducer is not None:
+            # cogroup: a result at every iteration from the lowest one a message came at (an
+            # iteration's message may come before an earlier one's: the invariant side, at
+            # the epoch's first iteration, may be the last to arrive).
+            covered = self.state.setdefault("covered", {})
+            c, top = time[1][-1], covered.get(ek, self.last)
+            if c < top:
+                covered[ek] = c
+                for i in range(c, top):
+                    self.notify_at(Timestamp(ek[0], ek[1] + (i,)))
 
     def on_recv_batch(self, edge: int, records: list, time) -> None:
         ek = self._epoch(time)
@@ -243,6 +250,7 @@ class HeldVertex(LinqVertex):
         if time[1][-1] == self.last:
             st["held"].pop(ek, None)
             st["ready"].discard(ek)
+            st.get("covered", {}).pop(ek, None)
             if st.get("single") is not None and st["single"][0] is table:
                 del st["single"]
 

@@ -349,3 +349,58 @@ def test_iterated_join_whose_varying_keys_change_every_iteration():
         pd.testing.assert_frame_equal(got.sort_values(["k", "v"]).reset_index(drop=True),
                                       df.sort_values(["k", "v"]).reset_index(drop=True),
                                       rtol=1e-12)
+
+
+@pytest.mark.parametrize("processes,workers", [(1, 2), (2, 1)])
+def test_outer_join_with_an_invariant_side_fed_late(processes, workers):
+    """An outer join whose right side is loop-invariant gives that side's unmatched rows at
+    every iteration, also when the invariant input is fed after a later iteration's table
+    reached the join (the varying side is another join's result, empty at iteration 0; the
+    next iteration's records pass two group_bys that do not wait for the late input)."""
+    import time
+    from linq.frames.loop import FrameLoop
+    x0 = pa.table({"kind": ["x"], "k": [0]})
+    e1 = pa.table({"k": [1], "w1": [10]})
+    e2 = pa.table({"k": [1, 5], "w2": [100, 500]})
+
+    def label(t):
+        none = [None] * t.num_rows
+        w1 = t["w1"].to_pylist() if "w1" in t.column_names else none
+        w2 = t["w2"].to_pylist() if "w2" in t.column_names else none
+        kinds = [f"r:{'y' if a is not None else '-'}{'e' if b is not None else '-'}"
+                 for a, b in zip(w1, w2)]
+        return pa.table({"kind": pa.array(kinds, pa.string()), "k": t["k"].cast(pa.int64())})
+
+    def shift(t):
+        return pa.table({"kind": t["kind"], "k": pc.add(t["k"], 1).cast(pa.int64())})
+
+    def program(comp):
+        x_in, e1_in, e2_in = comp.new_input(), comp.new_input(), comp.new_input()
+        ins = [frames.of(e1_in.stream), frames.of(e2_in.stream)]
+
+        def body(loop, x):
+            xs = x.filter(lambda t: pc.equal(t["kind"], "x"))
+            y = xs.join(loop.enter(ins[0]), on="k")                 # empty at iteration 0
+            z = y.join(loop.enter(ins[1]), on="k", how="outer")      # the invariant side outer
+            nxt = (xs.group_by(["kind", "k"], n=("k", "count"))
+                   .group_by(["kind", "k"], m=("n", "sum"))
+                   .map_batches(lambda t: pa.table({"kind": t["kind"], "k": t["k"]})))
+            return z.map_batches(label).concat(nxt.map_batches(shift))
+        got = x_in.stream.iterate_and_accumulate(
+            lambda loop, s: body(FrameLoop(loop, frames.of), frames.of(s)).stream, 3).collect()
+        comp.activate()
+        first = comp.process_index == 0
+        x_in.on_next([x0] if first else [])
+        e1_in.on_next([e1] if first else [])
+        time.sleep(0.5)
+        e2_in.on_next([e2] if first else [])
+        for i in (x_in, e1_in, e2_in):
+            i.on_completed()
+        comp.join(timeout=60)
+        return [r for t in got.results.get(0, []) for r in zip(*(c.to_pylist() for c in t.columns))
+                if r[0].startswith("r")]
+    got = sorted(r for part in naiad.execute(program, processes=processes, workers=workers)
+                 for r in part)
+    assert got == sorted([("r:-e", 1), ("r:-e", 5),      # iteration 0: nothing matched yet
+                          ("r:ye", 1), ("r:-e", 5),      # iteration 1
+                          ("r:-e", 1), ("r:-e", 5)])     # iteration 2

@@ -222,3 +222,76 @@ def test_an_invariant_inner_loop_that_enters_a_varying_stream_is_refused():
         return xs.iterate(body, 3)
     with pytest.raises(GraphError, match="enters a stream that varies"):
         run(build, [[("x", 1, 1), ("f", 1, 2)]])
+
+
+def _drive_in_order_of(vertex, deliveries):
+    """``deliveries`` ``(edge, records, time)`` into ``vertex`` in the order given, then every
+    notification it asked for, in time order: ``{iteration: records sent}``."""
+    out: dict = defaultdict(list)
+    notes: set = set()
+    vertex.index = 0
+    vertex.send_batch_by = lambda port, recs, time: out[time.counters[-1]].extend(recs)
+    vertex.send_by = lambda port, rec, time: out[time.counters[-1]].append(rec)
+    vertex.notify_at = notes.add
+    for edge, records, time in deliveries:
+        vertex.on_recv_batch(edge, records, time)
+    done: set = set()
+    while notes - done:
+        t = min(notes - done, key=lambda t: t.counters)
+        done.add(t)
+        vertex.on_notify(t)
+    return {c: sorted(map(repr, r)) for c, r in out.items()}
+
+
+def test_cogroup_with_an_invariant_side_arriving_after_a_later_iteration():
+    """A worker whose first message of the epoch is an iteration-1 record, and whose
+    invariant record (iteration 0) comes after it, still gives reducer(key, [], held) at
+    iteration 0, as when the messages come in time order."""
+    import naiad
+    from linq.invariant import HeldVertex
+
+    def reducer(k, mine, theirs):
+        return [(k, sorted(mine), sorted(theirs))]
+    held = (1, [("a", "h")], naiad.Timestamp(0, (0,)))
+    later = (0, [("b", "x1")], naiad.Timestamp(0, (1,)))
+    in_order = _drive_in_order_of(HeldVertex("cogroup_by", 1, 2, reducer=reducer),
+                                  [held, later])
+    permuted = _drive_in_order_of(HeldVertex("cogroup_by", 1, 2, reducer=reducer),
+                                  [later, held])
+    assert permuted == in_order
+    assert sorted(permuted) == [0, 1, 2] and "('a', [], ['h'])" in permuted[0]
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3])
+def test_cogroup_with_an_invariant_input_fed_after_the_iterated_one(delay):
+    """The iterated record moves to the other worker's key at every iteration; the invariant
+    input is fed after it (inputs are independent), so the worker owning the invariant key
+    sees iteration 1 first.  cogroup_by calls the reducer for every key at every iteration."""
+    import time
+    import naiad
+    from naiad.partition import destinations
+    k0 = next(k for k in range(1000) if destinations([k, k + 1], 2) == [0, 1])
+    kh, iterations = k0 + 1, 3
+    entered = []
+
+    def body(loop, x):
+        xs = x.where(lambda r: r[0] == "x")
+        cg = xs.cogroup_by(loop.enter(entered[0]), lambda r: r[1], lambda r: r[1],
+                           lambda k, a, b: [("r", k, len(a), len(b))])
+        return cg.concat(xs.select(lambda r: ("x", r[1] + 1)))
+
+    def program(comp):
+        h_in, x_in = comp.new_input(), comp.new_input()
+        entered.append(h_in.stream)
+        got = x_in.stream.iterate_and_accumulate(body, iterations).collect()
+        comp.activate()
+        x_in.on_next([("x", k0)])
+        time.sleep(delay)
+        h_in.on_next([("h", kh)])
+        x_in.on_completed()
+        h_in.on_completed()
+        comp.join(timeout=60)
+        return sorted(r for r in got.results.get(0, []) if r[0] == "r")
+    want = sorted(("r", k, int(k == k0 + c), int(k == kh))
+                  for c in range(iterations) for k in {k0 + c, kh})
+    assert naiad.execute(program, workers=2) == [want]

@@ -297,6 +297,7 @@ class HeldJoin(_Checked):
         self.indexes: Dict[tuple, KeyIndex] = {}
         self.waiting: Dict[naiad.Timestamp, List[pa.Table]] = {}
         self.ready: set = set()         # epochs whose static side is complete
+        self.covered: Dict[tuple, int] = {}   # epoch -> the lowest iteration notified (every)
         self.checked: set = set()
 
     def _epoch(self, time: naiad.Timestamp) -> tuple:
@@ -306,9 +307,17 @@ class HeldJoin(_Checked):
         ek = self._epoch(time)
         if ek not in self.held:
             self.held[ek] = []
-            first = time.counters[-1]
-            for c in (range(first, self.last + 1) if self.every else (self.last,)):
-                self.notify_at(naiad.Timestamp(ek[0], ek[1] + (c,)))
+            if not self.every:
+                self.notify_at(naiad.Timestamp(ek[0], ek[1] + (self.last,)))
+        if self.every:
+            # A result at every iteration from the lowest one a table came at (a later
+            # iteration's table may come first: the invariant side, at the epoch's first
+            # iteration, may be the last to arrive).
+            c, top = time.counters[-1], self.covered.get(ek, self.last + 1)
+            if c < top:
+                self.covered[ek] = c
+                for i in range(c, top):
+                    self.notify_at(naiad.Timestamp(ek[0], ek[1] + (i,)))
         for message in messages:
             table = self._check(edge, message[1])
             if edge not in self.checked:
@@ -350,6 +359,7 @@ class HeldJoin(_Checked):
             self.held.pop(ek, None)
             self.indexes.pop(ek, None)
             self.ready.discard(ek)
+            self.covered.pop(ek, None)
 
     def _emit(self, result: Optional[pa.Table], time: naiad.Timestamp) -> None:
         if result is not None and result.num_rows:
