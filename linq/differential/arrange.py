@@ -46,7 +46,8 @@ from linq.differential.lattice import lower_bound
 from linq.differential.operators import Arranged, JoinVertex
 from linq.differential.trace import Trace, Update
 
-__all__ = ["Arrangement", "ArrangeVertex", "SharedTrace", "ArrangedJoinVertex", "join_sides"]
+__all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex", "join_sides",
+           "no_other_key"]
 
 _key = itemgetter(0)
 _ARRANGE = -1               # the arrange vertex's own place among the parties of a trace
@@ -215,14 +216,7 @@ class ArrangedJoinVertex(JoinVertex):
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
         h = self._shared[edge]
         if h is None:
-            if self._trace_of(1 - edge).all_at_or_before(time):
-                self._join_now(edge, batch, time)
-            else:
-                self._join_later(edge, batch, time)
-            try:
-                self.sides[edge].add_batch(batch, time)
-            except TypeError as exc:
-                self._unhashable(exc, batch)
+            super().on_recv_batch(edge, batch, time)        # a side of its own: kept here
             return
         seqs = [seq for seq, _ in batch]
         triples = batch[0][1] if len(batch) == 1 else [x for _, b in batch for x in b]
@@ -264,10 +258,7 @@ class Arrangement:
         Collection keyed by ``other_key``) with equal keys; multiplicities multiply."""
         from linq.differential.collection import Collection
         if isinstance(other, Arrangement):
-            if other_key is not None:
-                msg = ("join: other is an Arrangement, already keyed by its own key; "
-                       "leave other_key out")
-                raise TypeError(msg)
+            no_other_key(other_key)
             need_callable("join", "result", result, "result(a, b) -> record")
             op = label("join", self.key, other.key, result)
             return Collection(join_sides(op, self, other, result, self.key))
@@ -301,6 +292,13 @@ class _Records(Vertex):
         out = [(v, d) for _, triples in batch for _, v, d in triples]
         if out:
             self.send_batch_by(0, out, time)
+
+
+def no_other_key(other_key: Any) -> None:
+    """Refuse ``other_key`` for an arrangement, which is keyed already."""
+    if other_key is not None:
+        msg = "join: other is an Arrangement, already keyed by its own key; leave other_key out"
+        raise TypeError(msg)
 
 
 def join_sides(op: str, left: Any, right: Any, result: Callable[[Any, Any], Any],

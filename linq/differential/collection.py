@@ -26,7 +26,8 @@ from naiad.errors import GraphError
 from naiad.graph import Stream
 from linq.core import (HASHABLE, HASHABLE_VALUE, UserFunctionError, call, emit, label,
                         need_callable, require_hashable)
-from linq.differential.arrange import Arrangement, ArrangeVertex, Handle, join_sides
+from linq.differential.arrange import (Arrangement, ArrangeVertex, Handle, join_sides,
+                                      no_other_key)
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -384,10 +385,7 @@ class Collection:
         multiplicities multiply.  ``other`` may be an :class:`Arrangement` (then it is read
         shared, by its own key, and ``other_key`` is left out)."""
         if isinstance(other, Arrangement):
-            if other_key is not None:
-                msg = ("join: other is an Arrangement, already keyed by its own key; "
-                       "leave other_key out")
-                raise TypeError(msg)
+            no_other_key(other_key)
             need_callable("join", "key", key, "key(record) -> hashable")
             need_callable("join", "result", result, "result(a, b) -> record")
             op = label("join", key, other.key, result)

@@ -153,8 +153,12 @@ class JoinVertex(Arranged):
         """The other side's updates by key, as far as this join has had them."""
         return self.sides[1 - edge].index
 
+    def _trace_of(self, edge: int) -> Trace:
+        """The trace of input ``edge``'s updates."""
+        return self.sides[edge]
+
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
-        if self.sides[1 - edge].all_at_or_before(time):
+        if self._trace_of(1 - edge).all_at_or_before(time):
             self._join_now(edge, batch, time)       # every pair at ``time``: one comprehension
         else:
             self._join_later(edge, batch, time)
