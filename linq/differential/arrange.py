@@ -46,8 +46,8 @@ from linq.differential.lattice import lower_bound
 from linq.differential.operators import Arranged, JoinVertex
 from linq.differential.trace import Trace, Update
 
-__all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex", "join_sides",
-           "no_other_key"]
+__all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex",
+           "join_sides", "no_other_key"]
 
 _key = itemgetter(0)
 _ARRANGE = -1               # the arrange vertex's own place among the parties of a trace
