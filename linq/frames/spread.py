@@ -25,9 +25,9 @@ worker's (precomputed) key column only the first time in an epoch, and again whe
 reached change; otherwise its value columns travel alone (half the bytes of a table of one
 float64 column), and :class:`PartialSums`, on the receiving worker, completes them with the
 key column they name, kept from that sender for the epoch (messages of different iterations
-may be delivered in any order: values that come first wait for their keys).  It sums the partials of the time (the
-final step of ``group_by``, by a kept grouping: :class:`Sums`, which recognises the same key
-arrays without comparing them) and hands on the same key array as long as the keys are the
+may be delivered in any order: values that come first wait for their keys).  It sums the
+partials of the time (the final step of ``group_by``, by a kept grouping: :class:`Sums`, which
+recognises the same key arrays without comparing them) and hands on the same key array as long as the keys are the
 same, so the next exchange by ``on`` finds its routing already known
 (:class:`linq.frames.vertices.Split`).
 
