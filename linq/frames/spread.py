@@ -27,8 +27,8 @@ float64 column), and :class:`PartialSums`, on the receiving worker, completes th
 key column they name, kept from that sender for the epoch (messages of different iterations
 may be delivered in any order: values that come first wait for their keys).  It sums the
 partials of the time (the final step of ``group_by``, by a kept grouping: :class:`Sums`, which
-recognises the same key arrays without comparing them) and hands on the same key array as long as the keys are the
-same, so the next exchange by ``on`` finds its routing already known
+recognises the same key arrays without comparing them) and hands on the same key array as
+long as the keys are the same, so the next exchange by ``on`` finds its routing already known
 (:class:`linq.frames.vertices.Split`).
 
 The final sums are one stage per destination worker (``spread(...).sum[d]``, fed by output
