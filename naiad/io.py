@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from naiad.delivery import Deliverer
 from naiad.recovery.logs import CheckpointWarning, OutputLost
@@ -32,6 +32,9 @@ class Input:
         self.epoch = 0
         self.base_epoch = 0      # epochs below this are in the restored checkpoint: absorbed
         self.completed = False
+        # (epoch, worker, message) fed past a checkpoint boundary another input has not
+        # reached: delivered after the cut (naiad.recovery.coordinator.Coordinator.holds).
+        self.held: List[Tuple[int, int, tuple]] = []
 
     def _check(self, what: str) -> None:
         comp = self.comp
@@ -72,13 +75,27 @@ class Input:
         self.epoch += 1
         if self.epoch > comp.epochs_fed:
             comp.epochs_fed = self.epoch
+        coordinator = comp.coordinator
         post = comp.fabric.post
+        if coordinator is not None and coordinator.holds(epoch):
+            post = lambda i, msg: self.held.append((epoch, i, msg))   # noqa: E731
         if n == 1:
             post(0, (INPUT_EPOCH, self.stage.id, epoch, recs))
             return
         size = -(-len(recs) // n) if recs else 0
         for i in range(n):
             post(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+
+    def release(self, before: Optional[int]) -> None:
+        """Deliver the held epochs below ``before`` (all of them for None), in order."""
+        if not self.held:
+            return
+        post = self.comp.fabric.post
+        keep = [h for h in self.held if before is not None and h[0] >= before]
+        for epoch, i, msg in self.held:
+            if before is None or epoch < before:
+                post(i, msg)
+        self.held = keep
 
     def _lagging(self):
         """This process's other open inputs, as ``(name, next epoch)``."""
@@ -116,7 +133,12 @@ class Input:
         self._check("on_completed")
         self.completed = True
         for i in range(self.comp.workers_per_process):
-            self.comp.fabric.post(i, (INPUT_CLOSE, self.stage.id))
+            if self.held:                    # closed after the epochs it holds back
+                self.held.append((self.epoch, i, (INPUT_CLOSE, self.stage.id)))
+            else:
+                self.comp.fabric.post(i, (INPUT_CLOSE, self.stage.id))
+        if self.comp.coordinator is not None:
+            self.comp.coordinator.input_closed()
 
     def __repr__(self) -> str:
         return f"Input({self.name!r}, epoch={self.epoch})"

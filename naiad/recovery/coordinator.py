@@ -88,12 +88,36 @@ class Coordinator:
         """Called by an input before it feeds ``epoch``: checkpoint when the policy says so."""
         if self.peer_cuts:
             self._check_peers(epoch)
-        nxt = self.next
-        if nxt is None or epoch < nxt or epoch <= self.last:
+        b = self.next
+        if b is None or epoch < b or b <= self.last:
             return
-        if self.aligned_boundary() != epoch:
-            return       # another input lags; the checkpoint waits for an aligned boundary
-        self.take(epoch)
+        self._cut_when_aligned(b)
+
+    def holds(self, epoch: int) -> bool:
+        """Whether an input's ``epoch`` waits for the boundary due before it: inputs are
+        independent, and one fed past the boundary while another has not reached it is held
+        back (logged, not delivered) until every open input has, so that each process cuts
+        at the same boundaries whatever order its program feeds its inputs in."""
+        b = self.next
+        return b is not None and self.last < b <= epoch
+
+    def input_closed(self) -> None:
+        """An input was completed: the inputs still open may all be at the boundary now."""
+        b = self.next
+        if b is not None and b > self.last and any(i.held for i in self.comp.inputs):
+            self._cut_when_aligned(b)
+
+    def _cut_when_aligned(self, b: int) -> None:
+        """The checkpoint at ``b`` once every open input has been fed up to it, and then the
+        epochs held back before the next boundary go on to the workers."""
+        still = [i for i in self.comp.inputs if not i.completed]
+        if any(i.epoch < b for i in still):
+            return       # another input lags: what is fed past b waits for it
+        if still:
+            self.take(b)
+        nxt = self.next if still else None
+        for i in self.comp.inputs:
+            i.release(nxt)
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
@@ -156,7 +180,7 @@ class Coordinator:
         for b, process in list(self.peer_cuts.items()):
             if b <= self.last:
                 del self.peer_cuts[b]
-            elif b <= epoch and self.taking != b and not (b == epoch == self.next):
+            elif b <= epoch and self.taking != b and b != self.next:
                 raise self._misaligned(b, process, epoch)
 
     def _misaligned(self, epoch: int, process: int, fed: int) -> CheckpointMisaligned:
