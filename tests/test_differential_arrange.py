@@ -299,3 +299,55 @@ def test_shared_arrangements_survive_sigkill(tmp_path):
             for r, d in results.get(e, []):
                 acc[r] += d
         assert +acc == _oracle(_at(ua, e), _at(ub, e)), f"epoch {e}"
+
+
+def _first(r):
+    return r[0]
+
+
+def test_errors_in_shared_joins_name_the_operator_and_the_function():
+    """An unhashable value anywhere in a batch is named by the arrangement it enters (not by
+    a reader or a compaction); a result function that raises is named as written, with its
+    arguments in its own order, whichever side the arrangement is on."""
+    from naiad.errors import VertexError
+
+    def my_result(arranged, other):
+        raise ValueError("boom")
+
+    def program(comp, how):
+        a_in, b_in = dd.new_input(comp, name="a"), dd.new_input(comp, name="b")
+        a, b = a_in.collection, b_in.collection
+        if how == "unhashable":
+            by = a.arrange(key=_first)
+            out = by.join(by, result=lambda p, q: 1)
+            feed = [[((0, 1), 1)], [((0, 2), 1), ((0, [3]), 1)]]
+        else:
+            out = a.arrange(key=_first).join(b, result=my_result, other_key=_first)
+            feed = [[((0, "arranged-side"), 1)]]
+        out.collect()
+        comp.activate()
+        for changes in feed:
+            a_in.update(changes)
+            b_in.update([((0, "collection-side"), 1)] if how != "unhashable" else [])
+        a_in.on_completed()
+        b_in.on_completed()
+        comp.join(timeout=60)
+    with pytest.raises(VertexError, match=r"stage 'arrange\(_first\)'.*unhashable.*\[3\]"):
+        naiad.execute(lambda comp: program(comp, "unhashable"))
+    with pytest.raises(VertexError, match=r"join\(_first, _first, my_result\)' .*the result "
+                       r"my_result raised ValueError: boom \(called with \(0, 'arranged-side'\), "
+                       r"\(0, 'collection-side'\)\)"):
+        naiad.execute(lambda comp: program(comp, "result"))
+
+
+def test_an_arrangement_where_a_collection_is_needed_says_to_use_its_collection():
+    def program(comp):
+        a = dd.new_input(comp, name="a").collection
+        by = a.arrange(key=_first)
+        for use in (lambda: a.concat(by), lambda: a.semijoin(by, key=_first),
+                    lambda: a.iterate(lambda loop, x: loop.enter(by))):
+            with pytest.raises(TypeError, match=r"got an Arrangement: its records are "
+                                                r"arrangement.collection"):
+                use()
+        return True
+    assert naiad.execute(program) == [True]

@@ -32,7 +32,7 @@ collection there (``loop.enter(c).arrange(key)``), once for all the joins of the
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from operator import itemgetter
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Set, Tuple, cast
 
@@ -47,9 +47,10 @@ from linq.differential.operators import Arranged, JoinVertex
 from linq.differential.trace import Trace, Update
 
 __all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex",
-           "join_sides", "no_other_key"]
+           "join_sides", "no_other_key", "not_a_collection"]
 
 _key = itemgetter(0)
+_value = itemgetter(1)
 _ARRANGE = -1               # the arrange vertex's own place among the parties of a trace
 
 
@@ -168,6 +169,9 @@ class ArrangeVertex(Arranged):
     def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
         self.seq += 1
         try:
+            # Every value is hashed here, where it enters (the readers sum updates by value):
+            # an unhashable one is named by this stage, not by a reader or a compaction.
+            deque(map(hash, map(_value, batch)), maxlen=0)
             self.handle.at(self.index).add(self.seq, batch, time)
         except TypeError as exc:
             self._unhashable(exc, batch)
@@ -266,10 +270,11 @@ class Arrangement:
             msg = (f"join needs a differential Collection or Arrangement; got "
                    f"{type(other).__name__}")
             raise TypeError(msg)
-        if other_key is None:
-            msg = "join: other is a Collection: give other_key(record) -> hashable, its key"
-            raise TypeError(msg)
-        return other.join(self, key=other_key, result=lambda b, a: result(a, b))
+        need_callable("join", "other_key", other_key, "other_key(record) -> hashable")
+        need_callable("join", "result", result, "result(a, b) -> record")
+        op = label("join", self.key, other_key, result)
+        return Collection(join_sides(op, self, other._keyed(op, other_key, None), result,
+                                     other_key))
 
     def __repr__(self) -> str:
         return f"Arrangement({self.op})"
@@ -292,6 +297,16 @@ class _Records(Vertex):
         out = [(v, d) for _, triples in batch for _, v, d in triples]
         if out:
             self.send_batch_by(0, out, time)
+
+
+def not_a_collection(what: str, other: Any) -> TypeError:
+    """The error for ``other`` given where a Collection is needed, with what to pass instead."""
+    if isinstance(other, Arrangement):
+        hint = "an Arrangement: its records are arrangement.collection"
+    else:
+        hint = (f"{type(other).__name__} (did you pass an InputCollection instead of its "
+                ".collection?)")
+    return TypeError(f"{what} needs a differential Collection; got {hint}")
 
 
 def no_other_key(other_key: Any) -> None:

@@ -27,7 +27,7 @@ from naiad.graph import Stream
 from linq.core import (HASHABLE, HASHABLE_VALUE, UserFunctionError, call, emit, label,
                         need_callable, require_hashable)
 from linq.differential.arrange import (Arrangement, ArrangeVertex, Handle, join_sides,
-                                      no_other_key)
+                                      no_other_key, not_a_collection)
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
                                          ReduceVertex, keyed_logic)
 
@@ -260,9 +260,7 @@ class Collection:
 
     def _same(self, op: str, other: Any) -> "Collection":
         if not isinstance(other, Collection):
-            msg = (f"{op} needs a differential Collection; got {type(other).__name__} "
-                   "(did you pass an InputCollection instead of its .collection?)")
-            raise TypeError(msg)
+            raise not_a_collection(op, other)
         self._stream.graph.check_same_scope(self.scope, other.scope, op)
         return other
 

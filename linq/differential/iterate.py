@@ -32,6 +32,7 @@ from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 from linq.core import UserFunctionError, call, fn_name, label, need_callable
 from linq.iteration import takes_loop
+from linq.differential.arrange import not_a_collection
 from linq.differential.collection import Collection
 
 __all__ = ["Loop", "iterate"]
@@ -53,9 +54,7 @@ class Loop:
     def enter(self, collection: Collection) -> Collection:
         """``collection`` (of the scope enclosing the loop), the same at every iteration."""
         if not isinstance(collection, Collection):
-            msg = (f"loop {self.name!r}: enter needs a differential Collection; got "
-                   f"{type(collection).__name__} (an InputCollection's is its .collection)")
-            raise TypeError(msg)
+            raise not_a_collection(f"loop {self.name!r}: enter", collection)
         if collection.scope is not self.outer:
             msg = (f"loop {self.name!r}: enter needs a collection of the scope enclosing the "
                    f"loop ({self.outer.path()}); this one is in {collection.scope.path()}")
