@@ -92,6 +92,10 @@ class Probe:
         """Block until ``epoch`` is complete here.  Raises the computation's failure if it
         fails meanwhile, and TimeoutError (saying what is still active) after ``timeout`` s."""
         deadline = None if timeout is None else _time.monotonic() + timeout
+        coordinator = getattr(self.comp, "coordinator", None)
+        if coordinator is not None and self._pending(epoch):
+            # Epochs an input holds back for a checkpoint boundary go on: the program needs them.
+            coordinator.waiting_for(epoch if isinstance(epoch, int) else epoch.epoch)
         with self._cv:
             while self._pending(epoch):
                 self.comp.check_failed()

@@ -118,3 +118,62 @@ def test_held_epochs_are_replayed_after_a_kill(tmp_path, kill_epoch):
                           checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
     assert marker.exists(), "no process was killed"
     assert _merged(parts) == _want(2)
+
+
+def _probe_program(ahead_in):
+    """Processes in ``ahead_in`` feed all of a, wait on a probe for a's last epoch (past the
+    boundary at 3, while b has not reached it), then feed b; the others feed in lockstep."""
+    import linq  # noqa: F401 - Stream.select
+
+    def program(comp):
+        a, b = comp.new_input(name="a"), comp.new_input(name="b")
+        probe = a.stream.select(lambda r: r).probe()
+        got = a.stream.concat(b.stream).collect()
+        comp.activate()
+        me = comp.process_index
+        if me in ahead_in:
+            for e in range(EPOCHS):
+                a.on_next([("a", e, me, 0)])
+            probe.wait(EPOCHS - 1, timeout=30)
+            for e in range(EPOCHS):
+                b.on_next([("b", e, me, 0)])
+        else:
+            for e in range(EPOCHS):
+                a.on_next([("a", e, me, 0)])
+                b.on_next([("b", e, me, 0)])
+        a.on_completed()
+        b.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}, []
+    return program
+
+
+@pytest.mark.parametrize("processes,ahead_in", [(1, (0,)), (2, (0, 1))])
+def test_a_probe_wait_past_a_boundary_lets_the_held_epochs_go(tmp_path, processes, ahead_in):
+    """A program that waits on a probe for an epoch an input holds back gets it (the boundary
+    is let go in every process), rather than waiting for an input it has not fed yet."""
+    parts = naiad.execute(_probe_program(ahead_in), processes=processes,
+                          checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+    want: dict = {}
+    for e in range(EPOCHS):
+        for p in range(processes):
+            want.setdefault(e, []).extend([("a", e, p, 0), ("b", e, p, 0)])
+    assert _merged(parts) == {e: sorted(r) for e, r in want.items()}
+
+
+def test_a_probe_wait_past_a_boundary_in_one_process_only_never_hangs(tmp_path):
+    """Process 1 waits on a probe past the boundary its other input has not reached, process
+    0 feeds in lockstep: process 1 lets the boundary go and says so, so process 0 lets it go
+    too (or, if it was cutting it already, the run fails at once with CheckpointMisaligned);
+    either way within seconds, not the checkpoint barrier's ten minutes."""
+    import time
+    from naiad.errors import CheckpointMisaligned, ComputationFailed
+    t0 = time.monotonic()
+    try:
+        parts = naiad.execute(_probe_program((1,)), processes=2, max_restarts=0,
+                              checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+    except (CheckpointMisaligned, ComputationFailed, naiad.RecoveryFailed) as exc:
+        assert "boundary" in str(exc) or "checkpoint" in str(exc), exc
+    else:
+        assert len(_merged(parts)) == EPOCHS
+    assert time.monotonic() - t0 < 30

@@ -56,6 +56,7 @@ class Coordinator:
         self.taken = 0               # checkpoints cut by this run
         self.taking: Optional[int] = None    # the boundary being cut now
         self.peer_cuts: Dict[int, int] = {}  # boundary -> a process that arrived there
+        self.skipped: set = set()            # boundaries let go for a probe (waiting_for)
 
     @property
     def bound(self) -> float:
@@ -91,7 +92,7 @@ class Coordinator:
         b = self.next
         if b is None or epoch < b or b <= self.last:
             return
-        self._cut_when_aligned(b)
+        self._advance(epoch)
 
     def holds(self, epoch: int) -> bool:
         """Whether an input's ``epoch`` waits for the boundary due before it: inputs are
@@ -103,21 +104,56 @@ class Coordinator:
 
     def input_closed(self) -> None:
         """An input was completed: the inputs still open may all be at the boundary now."""
-        b = self.next
-        if b is not None and b > self.last and any(i.held for i in self.comp.inputs):
-            self._cut_when_aligned(b)
+        if any(i.held for i in self.comp.inputs):
+            self._advance(None)
 
-    def _cut_when_aligned(self, b: int) -> None:
-        """The checkpoint at ``b`` once every open input has been fed up to it, and then the
-        epochs held back before the next boundary go on to the workers."""
-        still = [i for i in self.comp.inputs if not i.completed]
-        if any(i.epoch < b for i in still):
-            return       # another input lags: what is fed past b waits for it
-        if still:
+    def _advance(self, epoch: Optional[int]) -> None:
+        """Cut each boundary due (at or before ``epoch``; any, for None) once every open input
+        has been fed up to it, and let the epochs held back before the next one go on; a
+        boundary another process let go (:meth:`waiting_for`) is let go here too."""
+        while True:
+            b = self.next
+            if b is None or b <= self.last or (epoch is not None and epoch < b):
+                return
+            if b in self.skipped:
+                self._let_go(b)
+                continue
+            still = [i for i in self.comp.inputs if not i.completed]
+            if any(i.epoch < b for i in still):
+                return       # another input lags: what is fed past b waits for it
+            if not still:
+                for i in self.comp.inputs:
+                    i.release(None)
+                return
             self.take(b)
-        nxt = self.next if still else None
+            for i in self.comp.inputs:
+                i.release(self.next)
+
+    def waiting_for(self, epoch: int) -> None:
+        """The program waits for ``epoch`` to complete (a probe): epochs held back at or
+        before it cannot wait for the lagging inputs any longer.  They go on, and this
+        process lets the boundaries they pass go, as it would without holding (on one
+        process, no checkpoint there), and says so to the others: they let them go too, or
+        fail the run with CheckpointMisaligned if they are cutting one already."""
+        inputs = self.comp.inputs
+        while True:
+            b = self.next
+            if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
+                return
+            self._let_go(b)
+            self.comp.fabric.arrive(f"skip-{b}")
+            process = self.peer_cuts.get(b)
+            if process is not None:
+                self.comp.fail(self._misaligned(b, process, max(i.epoch for i in inputs) - 1))
+                return
+
+    def _let_go(self, b: int) -> None:
+        """No checkpoint at boundary ``b``: the next is the policy's next after ``b`` (the
+        same in every process), and the epochs held back before it go on."""
+        self.skipped.add(b)
+        self.next = b + (self.comp.options["checkpoint_every"] or 1)
         for i in self.comp.inputs:
-            i.release(nxt)
+            i.release(self.next)
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
@@ -146,6 +182,12 @@ class Coordinator:
         with self._cv:
             while len(self._snapshots) < comp.workers_per_process:
                 comp.check_failed()
+                if epoch in self.skipped:     # a peer let it go meanwhile (_peer_skipped)
+                    msg = (f"another process let checkpoint boundary {epoch} go while process "
+                           f"{comp.process_index} was cutting it: feed the inputs in the same "
+                           "order in every process, or wait on probes only for epochs every "
+                           "input has been fed")
+                    raise CheckpointMisaligned(msg)
                 if comp.finished:
                     msg = f"the workers stopped before checkpoint {epoch} was taken"
                     raise NaiadError(msg)
@@ -164,6 +206,9 @@ class Coordinator:
         """Process ``process`` cut a checkpoint at a boundary this process's inputs have all
         been fed past, without cutting one there: it would wait for this one in vain (until
         the barrier's bound), so the run fails now, naming both."""
+        if name.startswith("skip-"):
+            self._peer_skipped(int(name.split("-", 1)[1]), process)
+            return
         if not name.startswith("checkpoint-"):
             return
         epoch = int(name.split("-", 1)[1])
@@ -171,8 +216,21 @@ class Coordinator:
             return
         self.peer_cuts[epoch] = process
         fed = [i.epoch for i in self.comp.inputs]
-        if fed and min(fed) > epoch:
+        if epoch in self.skipped or (fed and min(fed) > epoch):
             self.comp.fail(self._misaligned(epoch, process, min(fed) - 1))
+
+    def _peer_skipped(self, b: int, process: int) -> None:
+        """Process ``process`` let boundary ``b`` go (its program waits on a probe past it):
+        this one does too when it gets there, and fails the run if it cut there already."""
+        if self.taking == b or b <= self.last:
+            msg = (f"process {process} let checkpoint boundary {b} go: its program waits (a "
+                   f"probe) for an epoch past {b} while another of its inputs has not reached "
+                   f"it, but process {self.comp.process_index} checkpoints at {b}; feed the "
+                   "inputs in the same order in every process, or wait on probes only for "
+                   "epochs every input has been fed")
+            self.comp.fail(CheckpointMisaligned(msg))
+            return
+        self.skipped.add(b)
 
     def _check_peers(self, epoch: int) -> None:
         """Before this process feeds ``epoch``: a boundary another process cut at or before
