@@ -39,7 +39,8 @@ EXPORTS = {
         "cogroup_by", "join", "min", "max", "aggregate", "spread", "iterate",
         "iterate_and_accumulate",
     },
-    dd: {"new_input", "InputCollection", "Collection", "Collected", "Loop", "iterate"},
+    dd: {"new_input", "InputCollection", "Collection", "Collected", "Arrangement", "Loop",
+         "iterate"},
     naiad.spark: {
         "execute", "local_session", "source", "to_dataframe", "task_slots", "check_java",
         "check_columns", "SparkSource", "EpochSpec", "PartitionRows", "PartitionTables",
