@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from naiad.recovery.committer import Committer
 from naiad.errors import CheckpointMisaligned, NaiadError
-from naiad.messages import CHECKPOINT
+from naiad.messages import CHECKPOINT, INPUT_EPOCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
@@ -122,6 +122,12 @@ class Coordinator:
             if any(i.epoch < b for i in still):
                 return       # another input lags: what is fed past b waits for it
             if not still:
+                # Every input is completed: the held epochs go on without more cuts, and the
+                # boundaries they pass are let go here and in the other processes.
+                top = max((h[0] for i in self.comp.inputs for h in i.held
+                           if h[2][0] == INPUT_EPOCH), default=-1)
+                while self.next is not None and self.next <= top:
+                    self._announce_skip(self.next)
                 for i in self.comp.inputs:
                     i.release(None)
                 return
@@ -140,12 +146,20 @@ class Coordinator:
             b = self.next
             if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
                 return
-            self._let_go(b)
-            self.comp.fabric.arrive(f"skip-{b}")
-            process = self.peer_cuts.get(b)
-            if process is not None:
-                self.comp.fail(self._misaligned(b, process, max(i.epoch for i in inputs) - 1))
+            if self._announce_skip(b):
                 return
+
+    def _announce_skip(self, b: int) -> bool:
+        """Let ``b`` go here and tell the other processes; whether the run fails for it (a
+        process cut there already)."""
+        self._let_go(b)
+        self.comp.fabric.arrive(f"skip-{b}")
+        process = self.peer_cuts.get(b)
+        if process is not None:
+            fed = max(i.epoch for i in self.comp.inputs) - 1
+            self.comp.fail(self._misaligned(b, process, fed))
+            return True
+        return False
 
     def _let_go(self, b: int) -> None:
         """No checkpoint at boundary ``b``: the next is the policy's next after ``b`` (the
@@ -215,19 +229,33 @@ class Coordinator:
         if epoch <= self.last or self.taking == epoch:
             return
         self.peer_cuts[epoch] = process
-        fed = [i.epoch for i in self.comp.inputs]
-        if epoch in self.skipped or (fed and min(fed) > epoch):
+        inputs = self.comp.inputs
+        fed = [i.epoch for i in inputs]
+        if epoch in self.skipped:
+            msg = (f"process {process} checkpoints at epoch {epoch}, but process "
+                   f"{self.comp.process_index} let that boundary go (its inputs passed it "
+                   "without a cut: a probe wait for an epoch past it, or every input completed "
+                   "while another had not reached it); feed the inputs in the same order in "
+                   "every process, or wait on probes only for epochs every input has been fed")
+            self.comp.fail(CheckpointMisaligned(msg))
+        elif fed and min(fed) > epoch:
             self.comp.fail(self._misaligned(epoch, process, min(fed) - 1))
+        elif inputs and all(i.completed and not i.held for i in inputs):
+            msg = (f"process {process} checkpoints at epoch {epoch}, but process "
+                   f"{self.comp.process_index} completed every input before it and cannot cut "
+                   "there: feed every input the same number of epochs in every process (an "
+                   "empty epoch is on_next([])), or checkpoint on demand")
+            self.comp.fail(CheckpointMisaligned(msg))
 
     def _peer_skipped(self, b: int, process: int) -> None:
         """Process ``process`` let boundary ``b`` go (its program waits on a probe past it):
         this one does too when it gets there, and fails the run if it cut there already."""
         if self.taking == b or b <= self.last:
-            msg = (f"process {process} let checkpoint boundary {b} go: its program waits (a "
-                   f"probe) for an epoch past {b} while another of its inputs has not reached "
-                   f"it, but process {self.comp.process_index} checkpoints at {b}; feed the "
-                   "inputs in the same order in every process, or wait on probes only for "
-                   "epochs every input has been fed")
+            msg = (f"process {process} let checkpoint boundary {b} go (its inputs passed it "
+                   "without a cut: a probe wait for an epoch past it, or every input completed "
+                   f"while another had not reached it), but process {self.comp.process_index} "
+                   f"checkpoints at {b}; feed the inputs in the same order in every process, "
+                   "or wait on probes only for epochs every input has been fed")
             self.comp.fail(CheckpointMisaligned(msg))
             return
         self.skipped.add(b)
