@@ -81,6 +81,12 @@ class EpochWindow:
                            "would wait for ever: feed those inputs (or call on_completed) in "
                            "step, or raise max_epochs_in_flight (None: no bound)")
                     raise NaiadError(msg)
+                behind = [e for _, e in lagging()]
+                if behind and min(behind) - 1 < resume:
+                    # Another input of this process holds the frontier at its epoch: wait
+                    # only for what can complete (its epoch leaves room: it is not stuck).
+                    resume = min(behind) - 1
+                    self._need = resume + 1
                 self._cv.wait(1.0)
             self._need = math.inf
         self.waited += time.monotonic() - t0

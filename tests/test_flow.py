@@ -81,6 +81,35 @@ def test_an_input_held_back_by_another_input_of_the_process_is_an_error_not_a_ha
     assert time.monotonic() - t0 < 10
 
 
+def test_an_input_a_little_behind_another_does_not_stop_it_for_ever():
+    """b one epoch behind a's window: a waits only until the epochs b has fed complete (the
+    half-free window it waits for otherwise is out of reach while b holds the frontier)."""
+    def program(comp):
+        a = comp.new_input(name="a")
+        b = comp.new_input(name="b")
+        got = stages.unary(a.stream.concat(b.stream), _Slow, name="slow").collect()
+        comp.activate()
+        b.on_next([("b", 0)])
+        for e in range(5):
+            a.on_next([("a", e)])          # epoch 4: a full window; b holds the frontier at 1
+        for e in range(1, 5):
+            b.on_next([("b", e)])
+        a.on_completed()
+        b.on_completed()
+        comp.join(timeout=30)
+        return sorted(got.results)
+
+    t0 = time.monotonic()
+    assert naiad.execute(program, max_epochs_in_flight=4) == [[0, 1, 2, 3, 4]]
+    assert time.monotonic() - t0 < 20
+
+
+class _Slow(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time_):
+        time.sleep(0.3)
+        self.send_batch_by(0, messages, time_)
+
+
 def test_a_failure_wakes_a_blocked_input():
     class Boom(naiad.Vertex):
         def on_recv(self, edge, message, time_):
