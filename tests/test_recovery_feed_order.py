@@ -239,3 +239,27 @@ def test_random_feed_orders_agree_or_fail_at_once(tmp_path, processes):
             assert _merged(parts) == {e: sorted(r) for e, r in want.items()}, seed
         assert time.monotonic() - t0 < 20, seed
     assert failed < 12
+
+
+def test_checkpoint_on_demand_beside_the_policy_with_epochs_held(tmp_path):
+    """a runs ahead (epochs from 3 on held) and completes; b is fed to 3 and comp.checkpoint()
+    is called there: the policy's cut at 3 is that checkpoint, the epochs held before the next
+    boundary go on, and the run ends with every epoch."""
+    def program(comp):
+        a, b = comp.new_input(name="a"), comp.new_input(name="b")
+        got = a.stream.concat(b.stream).collect()
+        comp.activate()
+        for e in range(8):
+            a.on_next([("a", e)])
+        a.on_completed()
+        for e in range(3):
+            b.on_next([("b", e)])
+        comp.checkpoint()
+        for e in range(3, 10):
+            b.on_next([("b", e)])
+        b.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}
+    [got] = naiad.execute(program, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+    assert got == {e: sorted([("b", e)] + ([("a", e)] if e < 8 else [])) for e in range(10)}
+    assert list_checkpoints(str(tmp_path / "ckpt"))[0] == 3

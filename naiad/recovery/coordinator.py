@@ -171,7 +171,18 @@ class Coordinator:
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
+        self._advance(None)          # the policy's boundary, if every input has reached it
+        inputs = self.comp.inputs
         boundary = self.aligned_boundary()
+        if (boundary is not None and boundary > self.last
+                and any(h[2][0] == INPUT_EPOCH for i in inputs for h in i.held)):
+            ahead = sorted({i.name for i in inputs if i.held})
+            behind = sorted(f"{i.name!r} (at epoch {i.epoch})" for i in inputs
+                            if not i.completed and self.next is not None and i.epoch < self.next)
+            msg = (f"comp.checkpoint(): input(s) {', '.join(map(repr, ahead))} hold epochs "
+                   f"back for the checkpoint boundary at epoch {self.next}, which "
+                   f"{', '.join(behind)} has not reached: feed it up to the boundary first")
+            raise CheckpointMisaligned(msg)
         if boundary is None:
             msg = ("comp.checkpoint(): the inputs are at different epochs; call it when every "
                    "open input has been fed the same number of epochs")
@@ -193,9 +204,16 @@ class Coordinator:
             self._quiescent = 0
         for i in range(comp.workers_per_process):
             comp.fabric.post(i, (CHECKPOINT, epoch))
+        deadline = t0 + self.bound
         with self._cv:
             while len(self._snapshots) < comp.workers_per_process:
                 comp.check_failed()
+                if _time.monotonic() > deadline:
+                    msg = (f"checkpoint at epoch {epoch}: the workers of process "
+                           f"{comp.process_index} did not quiesce within {self.bound:.0f} s "
+                           f"(still active: {comp.describe_progress()}); every process must "
+                           "feed every input up to the boundary")
+                    raise NaiadError(msg)
                 if epoch in self.skipped:     # a peer let it go meanwhile (_peer_skipped)
                     msg = (f"another process let checkpoint boundary {epoch} go while process "
                            f"{comp.process_index} was cutting it: feed the inputs in the same "
