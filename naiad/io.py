@@ -75,16 +75,18 @@ class Input:
         self.epoch += 1
         if self.epoch > comp.epochs_fed:
             comp.epochs_fed = self.epoch
-        coordinator = comp.coordinator
-        post = comp.fabric.post
-        if coordinator is not None and coordinator.holds(epoch):
-            post = lambda i, msg: self.held.append((epoch, i, msg))   # noqa: E731
         if n == 1:
-            post(0, (INPUT_EPOCH, self.stage.id, epoch, recs))
+            msgs = [(0, (INPUT_EPOCH, self.stage.id, epoch, recs))]
+        else:
+            size = -(-len(recs) // n) if recs else 0
+            msgs = [(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+                    for i in range(n)]
+        if comp.coordinator is not None:
+            comp.coordinator.deliver(self, epoch, msgs)     # or held for a boundary
             return
-        size = -(-len(recs) // n) if recs else 0
-        for i in range(n):
-            post(i, (INPUT_EPOCH, self.stage.id, epoch, recs[i * size:(i + 1) * size]))
+        post = comp.fabric.post
+        for i, msg in msgs:
+            post(i, msg)
 
     def release(self, before: Optional[int]) -> None:
         """Deliver the held epochs below ``before`` (all of them for None), in order."""
@@ -132,13 +134,12 @@ class Input:
         """No more epochs from this input."""
         self._check("on_completed")
         self.completed = True
-        for i in range(self.comp.workers_per_process):
-            if self.held:                    # closed after the epochs it holds back
-                self.held.append((self.epoch, i, (INPUT_CLOSE, self.stage.id)))
-            else:
-                self.comp.fabric.post(i, (INPUT_CLOSE, self.stage.id))
+        msgs = [(i, (INPUT_CLOSE, self.stage.id)) for i in range(self.comp.workers_per_process)]
         if self.comp.coordinator is not None:
-            self.comp.coordinator.input_closed()
+            self.comp.coordinator.close_input(self, msgs)   # after the epochs it holds back
+            return
+        for i, msg in msgs:
+            self.comp.fabric.post(i, msg)
 
     def __repr__(self) -> str:
         return f"Input({self.name!r}, epoch={self.epoch})"

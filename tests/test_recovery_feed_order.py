@@ -263,3 +263,36 @@ def test_checkpoint_on_demand_beside_the_policy_with_epochs_held(tmp_path):
     [got] = naiad.execute(program, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
     assert got == {e: sorted([("b", e)] + ([("a", e)] if e < 8 else [])) for e in range(10)}
     assert list_checkpoints(str(tmp_path / "ckpt"))[0] == 3
+
+
+def test_a_program_waiting_for_held_output_another_way_gets_it(tmp_path):
+    """The program feeds a past the boundary, then waits for a's output through a
+    subscription (not a probe) before feeding b from it: after HOLD_PATIENCE seconds with
+    nothing fed, the boundary is let go and the held epochs reach the subscriber."""
+    import threading
+    from naiad.recovery.coordinator import HOLD_PATIENCE
+
+    def program(comp):
+        a, b = comp.new_input(name="a"), comp.new_input(name="b")
+        seen: dict = {}
+        last = threading.Event()
+
+        def on_a(epoch, records):
+            seen[epoch] = records
+            if epoch == 4:
+                last.set()
+        a.stream.subscribe(on_a)
+        got = a.stream.concat(b.stream).collect()
+        comp.activate()
+        for e in range(5):
+            a.on_next([e])
+        assert last.wait(timeout=10 * HOLD_PATIENCE)
+        for e in range(5):
+            b.on_next([sum(seen[e]) * 10])
+        a.on_completed()
+        b.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}
+    [got] = naiad.execute(program, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3,
+                          max_restarts=0)
+    assert got == {e: [e, 10 * e] for e in range(5)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from naiad.recovery.committer import Committer
 from naiad.errors import CheckpointMisaligned, NaiadError
@@ -27,10 +27,15 @@ from naiad.messages import CHECKPOINT, INPUT_EPOCH
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
 
-__all__ = ["Coordinator", "CHECKPOINT_BOUND", "ROTATE_LOGS"]
+__all__ = ["Coordinator", "CHECKPOINT_BOUND", "HOLD_PATIENCE", "ROTATE_LOGS"]
 
 CHECKPOINT_BOUND = 600.0
 """Seconds, beyond connect_timeout, that a process waits for the others at a checkpoint."""
+
+HOLD_PATIENCE = 2.0
+"""Seconds an input's epochs are held back for a checkpoint boundary while the program feeds
+and completes nothing: then the boundary is let go (the program waits for those epochs'
+output, other than by a probe, which lets them go at once)."""
 
 ROTATE_LOGS = 8
 """The input logs start new segments every this many checkpoints (a segment is pruned whole
@@ -56,7 +61,11 @@ class Coordinator:
         self.taken = 0               # checkpoints cut by this run
         self.taking: Optional[int] = None    # the boundary being cut now
         self.peer_cuts: Dict[int, int] = {}  # boundary -> a process that arrived there
-        self.skipped: set = set()            # boundaries let go for a probe (waiting_for)
+        self.skipped: set = set()            # boundaries let go (waiting_for, _patience)
+        self._hold_lock = threading.RLock()  # holding and letting go of input epochs
+        self._activity = 0                   # inputs fed or completed so far
+        self._timer: Optional[threading.Timer] = None
+        self._closing = False
 
     @property
     def bound(self) -> float:
@@ -92,7 +101,58 @@ class Coordinator:
         b = self.next
         if b is None or epoch < b or b <= self.last:
             return
-        self._advance(epoch)
+        with self._hold_lock:
+            self._advance(epoch)
+
+    def deliver(self, inp: Any, epoch: int, msgs: List[Tuple[int, tuple]]) -> None:
+        """Post an input's ``epoch`` (``(worker, message)`` pairs), or hold it back for the
+        boundary due before it (:meth:`holds`)."""
+        post = self.comp.fabric.post
+        with self._hold_lock:
+            self._activity += 1
+            if self.holds(epoch):
+                inp.held.extend((epoch, i, msg) for i, msg in msgs)
+                self._arm()
+                return
+            for i, msg in msgs:
+                post(i, msg)
+
+    def close_input(self, inp: Any, msgs: List[Tuple[int, tuple]]) -> None:
+        """An input was completed: its close goes after the epochs it holds back, and the
+        inputs still open may all be at the boundary now."""
+        with self._hold_lock:
+            self._activity += 1
+            if inp.held:
+                inp.held.extend((inp.epoch, i, msg) for i, msg in msgs)
+            else:
+                post = self.comp.fabric.post
+                for i, msg in msgs:
+                    post(i, msg)
+            if any(i.held for i in self.comp.inputs):
+                self._advance(None)
+
+    def _arm(self) -> None:
+        """Let held epochs go after :data:`HOLD_PATIENCE` seconds without the program feeding
+        or completing any input (it waits for their output some other way than a probe)."""
+        if self._timer is None and not self._closing:
+            self._timer = threading.Timer(HOLD_PATIENCE, self._patience, (self._activity,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _patience(self, seen: int) -> None:
+        with self._hold_lock:
+            self._timer = None
+            if self._closing or self.comp.failure is not None:
+                return
+            if not any(h[2][0] == INPUT_EPOCH for i in self.comp.inputs for h in i.held):
+                return
+            if self._activity != seen:
+                self._arm()                 # the program is still feeding: it may catch up
+                return
+            while self.next is not None and any(
+                    h[2][0] == INPUT_EPOCH for i in self.comp.inputs for h in i.held):
+                if self._announce_skip(self.next):
+                    return
 
     def holds(self, epoch: int) -> bool:
         """Whether an input's ``epoch`` waits for the boundary due before it: inputs are
@@ -101,11 +161,6 @@ class Coordinator:
         at the same boundaries whatever order its program feeds its inputs in."""
         b = self.next
         return b is not None and self.last < b <= epoch
-
-    def input_closed(self) -> None:
-        """An input was completed: the inputs still open may all be at the boundary now."""
-        if any(i.held for i in self.comp.inputs):
-            self._advance(None)
 
     def _advance(self, epoch: Optional[int]) -> None:
         """Cut each boundary due (at or before ``epoch``; any, for None) once every open input
@@ -142,12 +197,13 @@ class Coordinator:
         process, no checkpoint there), and says so to the others: they let them go too, or
         fail the run with CheckpointMisaligned if they are cutting one already."""
         inputs = self.comp.inputs
-        while True:
-            b = self.next
-            if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
-                return
-            if self._announce_skip(b):
-                return
+        with self._hold_lock:
+            while True:
+                b = self.next
+                if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
+                    return
+                if self._announce_skip(b):
+                    return
 
     def _announce_skip(self, b: int) -> bool:
         """Let ``b`` go here and tell the other processes; whether the run fails for it (a
@@ -171,6 +227,12 @@ class Coordinator:
 
     def checkpoint_now(self) -> None:
         """``comp.checkpoint()``: a checkpoint at the current boundary, durable on return."""
+        with self._hold_lock:
+            self._checkpoint_now()
+        self.committer.flush(self.bound)
+        self.comp.check_failed()
+
+    def _checkpoint_now(self) -> None:
         self._advance(None)          # the policy's boundary, if every input has reached it
         inputs = self.comp.inputs
         boundary = self.aligned_boundary()
@@ -189,8 +251,6 @@ class Coordinator:
             raise NaiadError(msg)
         if boundary > self.last:
             self.take(boundary)
-        self.committer.flush(self.bound)
-        self.comp.check_failed()
 
     # ---- cutting one ----------------------------------------------------------------------------
     def take(self, epoch: int) -> None:
@@ -346,6 +406,10 @@ class Coordinator:
 
     def close(self) -> None:
         """The run ended: let the last checkpoint finish (unless the run failed), stop."""
+        self._closing = True
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
         if self.comp.failure is None:
             try:
                 self.committer.flush(self.bound)
