@@ -65,6 +65,17 @@ def _oracle(a: Counter, b: Counter) -> Counter:
     return +out
 
 
+def _check_every_epoch(results, ua, ub) -> None:
+    """The changes every process collected, accumulated epoch by epoch, against the joins of
+    :func:`_program` from scratch."""
+    acc: Counter = Counter()
+    for e in range(len(ua)):
+        for per_epoch in results:
+            for r, d in per_epoch.get(e, []):
+                acc[r] += d
+        assert +acc == _oracle(_at(ua, e), _at(ub, e)), f"epoch {e}"
+
+
 def _program(ua, ub, lag: bool = False, wait_each: bool = False):
     def program(comp):
         a_in, b_in = dd.new_input(comp, name="a"), dd.new_input(comp, name="b")
@@ -113,12 +124,7 @@ def test_shared_joins_match_the_oracle_every_epoch(seed, processes, workers):
     ua, ub = _updates(seed, epochs, 60), _updates(seed + 100, epochs, 60)
     parts = naiad.execute(_program(ua, ub), processes=processes, workers=workers)
     assert len(parts) == processes
-    acc: Counter = Counter()
-    for e in range(epochs):
-        for results, _ in parts:
-            for r, d in results.get(e, []):
-                acc[r] += d
-        assert +acc == _oracle(_at(ua, e), _at(ub, e)), f"epoch {e}"
+    _check_every_epoch([results for results, _ in parts], ua, ub)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -128,12 +134,7 @@ def test_a_reader_whose_other_input_lags_holds_compaction_back(processes):
     epochs = 6
     ua, ub = _updates(7, epochs, 40), _updates(8, epochs, 40)
     parts = naiad.execute(_program(ua, ub, lag=True), processes=processes, workers=2)
-    acc: Counter = Counter()
-    for e in range(epochs):
-        for results, _ in parts:
-            for r, d in results.get(e, []):
-                acc[r] += d
-        assert +acc == _oracle(_at(ua, e), _at(ub, e)), f"epoch {e}"
+    _check_every_epoch([results for results, _ in parts], ua, ub)
 
 
 def test_the_arrangement_is_kept_once_and_compacted():
@@ -293,12 +294,7 @@ def test_shared_arrangements_survive_sigkill(tmp_path):
     parts = naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"),
                           checkpoint_every=2)
     assert marker.exists(), "no process was killed"
-    acc: Counter = Counter()
-    for e in range(epochs):
-        for results in parts:
-            for r, d in results.get(e, []):
-                acc[r] += d
-        assert +acc == _oracle(_at(ua, e), _at(ub, e)), f"epoch {e}"
+    _check_every_epoch(parts, ua, ub)
 
 
 def _first(r):
