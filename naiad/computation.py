@@ -195,6 +195,8 @@ class Computation:
                 # hold the inputs back (the checkpoint resumed from may be many epochs older).
                 self.window.advance(sub.slot, sub.delivered)
         self.fabric = self._make_fabric()
+        if self.coordinator is not None:       # what peers said while there was no coordinator
+            self.coordinator.replay(self.fabric.arrived_named("skip-"))
         first = self.process_index * self.workers_per_process
         debug = bool(self.options["debug_progress"])
         self.global_view = None

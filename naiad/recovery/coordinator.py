@@ -16,6 +16,7 @@ others' word; they do not wait for each other) happen behind, in the
 
 from __future__ import annotations
 
+import math
 import threading
 import time as _time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -144,15 +145,12 @@ class Coordinator:
             self._timer = None
             if self._closing or self.comp.failure is not None:
                 return
-            if not any(h[2][0] == INPUT_EPOCH for i in self.comp.inputs for h in i.held):
+            if not self._holding():
                 return
             if self._activity != seen:
                 self._arm()                 # the program is still feeding: it may catch up
                 return
-            while self.next is not None and any(
-                    h[2][0] == INPUT_EPOCH for i in self.comp.inputs for h in i.held):
-                if self._announce_skip(self.next):
-                    return
+            self._let_go_through(math.inf)
 
     def holds(self, epoch: int) -> bool:
         """Whether an input's ``epoch`` waits for the boundary due before it: inputs are
@@ -196,14 +194,23 @@ class Coordinator:
         process lets the boundaries they pass go, as it would without holding (on one
         process, no checkpoint there), and says so to the others: they let them go too, or
         fail the run with CheckpointMisaligned if they are cutting one already."""
-        inputs = self.comp.inputs
         with self._hold_lock:
-            while True:
-                b = self.next
-                if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
-                    return
-                if self._announce_skip(b):
-                    return
+            self._let_go_through(epoch)
+
+    def _let_go_through(self, epoch: float) -> None:
+        """Let go (and announce) each boundary due while an epoch at or before ``epoch`` is
+        held back."""
+        inputs = self.comp.inputs
+        while True:
+            b = self.next
+            if b is None or not any(h[0] <= epoch for i in inputs for h in i.held):
+                return
+            if self._announce_skip(b):
+                return
+
+    def _holding(self) -> bool:
+        """Whether an input holds an epoch back (not only its close)."""
+        return any(h[2][0] == INPUT_EPOCH for i in self.comp.inputs for h in i.held)
 
     def _announce_skip(self, b: int) -> bool:
         """Let ``b`` go here and tell the other processes; whether the run fails for it (a
@@ -236,8 +243,7 @@ class Coordinator:
         self._advance(None)          # the policy's boundary, if every input has reached it
         inputs = self.comp.inputs
         boundary = self.aligned_boundary()
-        if (boundary is not None and boundary > self.last
-                and any(h[2][0] == INPUT_EPOCH for i in inputs for h in i.held)):
+        if boundary is not None and boundary > self.last and self._holding():
             ahead = sorted({i.name for i in inputs if i.held})
             behind = sorted(f"{i.name!r} (at epoch {i.epoch})" for i in inputs
                             if not i.completed and self.next is not None and i.epoch < self.next)
@@ -293,6 +299,12 @@ class Coordinator:
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.taking = None
         self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
+
+    def replay(self, arrivals: List[Tuple[str, int]]) -> None:
+        """The peers' arrivals received before this coordinator existed (a process that let
+        a boundary go early, :meth:`waiting_for`); hearing one twice changes nothing."""
+        for name, process in arrivals:
+            self.peer_arrived(name, process)
 
     def peer_arrived(self, name: str, process: int) -> None:
         """Process ``process`` cut a checkpoint at a boundary this process's inputs have all

@@ -23,7 +23,7 @@ import queue
 import struct
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import zmq
 
@@ -196,6 +196,13 @@ class ControlPlane:
     def post_arrival(self, name: str, value: Any) -> None:
         """Send ``value`` for ``name`` to every peer; :meth:`arrivals` collects theirs."""
         self._post(ARRIVE, (name, value))
+
+    def arrived_named(self, prefix: str) -> List[Tuple[str, int]]:
+        """``(name, process)`` of every arrival so far (not yet awaited) at a barrier whose
+        name starts with ``prefix``: what a hook set up late has missed."""
+        with self._arrival_cv:
+            return [(name, proc) for name, procs in self._arrivals.items()
+                    if name.startswith(prefix) for proc in procs]
 
     def arrivals(self, name: str, timeout: float) -> Dict[int, Any]:
         """Every peer's value for ``name`` (:meth:`post_arrival`), by process, waiting at most

@@ -70,6 +70,10 @@ class LocalFabric:
         """Deliver a control message (input, close, stop) to one local worker."""
         self.inboxes[local_index].put(msg)
 
+    def arrived_named(self, prefix: str) -> list:
+        """The peers' arrivals at barriers named ``prefix...`` (there is no peer)."""
+        return []
+
     def arrive(self, name: str, value=None) -> None:
         """Reach barrier ``name`` without waiting (no other process: only ``value`` is kept)."""
         self._arrived[name] = value

@@ -14,7 +14,7 @@ of callbacks, and reports a failure that came from another process as a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Tuple
 
 __all__ = ["Fabric", "Inbox", "FabricHooks"]
 
@@ -70,6 +70,11 @@ class Fabric(Protocol):
     def arrive(self, name: str, value: Any = None) -> None:
         """Reach barrier ``name`` without waiting (``barrier(name, ...)`` then only waits and
         returns process 0's value given here)."""
+        ...
+
+    def arrived_named(self, prefix: str) -> List[Tuple[str, int]]:
+        """``(name, process)`` of the peers' arrivals so far, not yet awaited, at barriers
+        whose name starts with ``prefix`` (for a hook set up after they came)."""
         ...
 
     def gather(self, name: str, timeout: float, value: Any = None) -> Dict[int, Any]:

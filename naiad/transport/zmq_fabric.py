@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 from queue import SimpleQueue
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import zmq
 
@@ -388,6 +388,10 @@ class ZmqFabric:
         """Wait until every process reached ``name``; returns process 0's ``value``."""
         assert self.control is not None
         return self.control.barrier(name, timeout, value)
+
+    def arrived_named(self, prefix: str) -> List[Tuple[str, int]]:
+        """The peers' arrivals so far at barriers named ``prefix...``."""
+        return [] if self.control is None else self.control.arrived_named(prefix)
 
     def arrive(self, name: str, value=None) -> None:
         """Reach barrier ``name`` without waiting; :meth:`barrier` then only waits."""
