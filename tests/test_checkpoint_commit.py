@@ -102,6 +102,48 @@ def test_process_0_commits_only_once_every_part_is_written(tmp_path):
                        for where in manifest["parts"].values())
 
 
+def test_a_slow_disk_holds_the_inputs_back_instead_of_piling_up_checkpoints(tmp_path):
+    """Process 0's disk writes a part in 0.2 s while a checkpoint is cut at every epoch: the
+    cuts wait for room, so at most ``PENDING`` checkpoints wait to be written (their states
+    held in memory) beside the one being written, and the run's output is complete."""
+    from naiad.recovery.committer import PENDING
+    rng = random.Random(SEED + 1)
+    vocab = [f"w{i}" for i in range(40)]
+    epochs = [[" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(8)]
+              for _ in range(14)]
+
+    def program(comp):
+        inp = comp.new_input(name="lines")
+        totals = stages.unary(count_words(comp, inp.stream), RunningTotal,
+                              partition_by=lambda wc: wc[0], name="totals")
+        got = totals.collect()
+        comp.activate()
+        behind: List[int] = []
+        if comp.process_index == 0:
+            store, coordinator = comp.store, comp.coordinator
+            write_part = store.write_part
+
+            def slow_write_part(epoch, *args):
+                behind.append(coordinator.taken - len(behind) - 1)
+                time.sleep(0.2)
+                return write_part(epoch, *args)
+            store.write_part = slow_write_part
+        for lines in epochs:
+            inp.on_next(lines[comp.process_index::2])
+        inp.on_completed()
+        comp.join(timeout=60)
+        return got.results, behind
+
+    parts = naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"),
+                          checkpoint_every=1)
+    behind = parts[0][1]
+    assert len(behind) == len(epochs) - 1
+    assert max(behind) <= PENDING, behind
+    merged = {e: sorted(r for results, _ in parts for r in results.get(e, []))
+              for e in range(len(epochs))}
+    assert merged == oracle(epochs)
+
+
 def test_a_reopened_input_log_replays_and_appends_after_its_segments(tmp_path):
     rng = random.Random(SEED + 1)
     epochs = [[rng.randrange(1000) for _ in range(rng.randrange(1, 20))] for _ in range(9)]

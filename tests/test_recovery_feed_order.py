@@ -211,34 +211,26 @@ def _plan_program(plans):
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_random_feed_orders_agree_or_fail_at_once(tmp_path, processes):
-    """Three inputs, random epoch counts and interleavings (differing between the processes),
-    random checkpoint_every: one process always gets every epoch right; two either do, or fail
-    at once with CheckpointMisaligned, never waiting at the checkpoint barrier."""
-    import time
-    from naiad.errors import CheckpointMisaligned
-    failed = 0
+def test_random_feed_orders_cut_the_same_boundaries(tmp_path, processes):
+    """Three inputs, random epoch counts and interleavings (differing between the processes:
+    inputs complete at different points), random checkpoint_every: every run gets every
+    epoch right and cuts every boundary some input is fed past, whichever input completed
+    first, so the processes always agree."""
     for seed in range(12):
         rng = random.Random(seed)
         counts = [rng.choice([0, 1, 2, 3, 5, 8]) for _ in range(3)]
         plans = [_random_plan(rng, counts) for _ in range(processes)]
+        every = rng.choice([1, 2, 3])
         want: dict = {}
         for p in range(processes):
             for i, c in enumerate(counts):
                 for e in range(c):
                     want.setdefault(e, []).append(("abc"[i], e, p))
-        t0 = time.monotonic()
-        try:
-            parts = naiad.execute(_plan_program(plans), processes=processes, max_restarts=0,
-                                  checkpoint_dir=str(tmp_path / f"ckpt{seed}"),
-                                  checkpoint_every=rng.choice([1, 2, 3]))
-        except CheckpointMisaligned as exc:
-            assert processes == 2 and "checkpoint" in str(exc), exc
-            failed += 1
-        else:
-            assert _merged(parts) == {e: sorted(r) for e, r in want.items()}, seed
-        assert time.monotonic() - t0 < 20, seed
-    assert failed < 12
+        ckpt = str(tmp_path / f"ckpt{seed}")
+        parts = naiad.execute(_plan_program(plans), processes=processes, max_restarts=0,
+                              checkpoint_dir=ckpt, checkpoint_every=every, checkpoint_keep=100)
+        assert _merged(parts) == {e: sorted(r) for e, r in want.items()}, seed
+        assert list_checkpoints(ckpt) == list(range(every, max(counts), every)), (seed, plans)
 
 
 def test_checkpoint_on_demand_beside_the_policy_with_epochs_held(tmp_path):

@@ -7,7 +7,9 @@ until every process has written its part, and process 0 appending the commit rec
 :class:`Committer` runs the long part in order, one checkpoint at a time, while the inputs feed
 the next epochs.  A checkpoint is durable once its commit record is; until then recovery uses the
 previous one (whose input logs are kept until the next commit).  A failure in the background
-fails the computation.
+fails the computation.  At most :data:`PENDING` checkpoints wait to be written: a cut beyond
+that waits for room, so a disk slower than the checkpoints come holds the inputs back instead
+of piling the states up in memory (and process 0's commits never fall far behind the parts).
 
 >>> done = []
 >>> c = Committer(on_error=done.append)
@@ -26,14 +28,18 @@ from typing import Callable, Optional
 
 from naiad.errors import NaiadError
 
-__all__ = ["Committer"]
+__all__ = ["Committer", "PENDING"]
+
+PENDING = 2
+"""Checkpoints cut but not yet written that a process holds at most."""
 
 
 class Committer:
     """A background thread that runs checkpoint jobs in order."""
 
-    def __init__(self, on_error: Callable[[BaseException], None]):
+    def __init__(self, on_error: Callable[[BaseException], None], pending: int = PENDING):
         self.on_error = on_error
+        self._room = threading.BoundedSemaphore(pending)   # checkpoint jobs, not flushes
         self._jobs: "queue.Queue[Optional[Callable[[], None]]]" = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="naiad-committer", daemon=True)
         self._thread.start()
@@ -50,9 +56,21 @@ class Committer:
             finally:
                 self._jobs.task_done()
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` after the jobs submitted before it."""
-        self._jobs.put(job)
+    def submit(self, job: Callable[[], None], timeout: float = 600.0) -> None:
+        """Run ``job`` after the jobs submitted before it, once fewer than ``pending``
+        submitted jobs are still to run (waiting at most ``timeout`` seconds for that)."""
+        if not self._room.acquire(timeout=timeout):
+            msg = (f"checkpoints were cut faster than they could be written: none of the "
+                   f"pending ones was written within {timeout:.0f} s (the disk is very slow, "
+                   "or another process never wrote its part)")
+            raise NaiadError(msg)
+
+        def run() -> None:
+            try:
+                job()
+            finally:
+                self._room.release()
+        self._jobs.put(run)
 
     def flush(self, timeout: float) -> None:
         """Wait until every submitted job has run (TimeoutError naming the bound if not)."""

@@ -171,19 +171,17 @@ class Coordinator:
             if b in self.skipped:
                 self._let_go(b)
                 continue
-            still = [i for i in self.comp.inputs if not i.completed]
+            inputs = self.comp.inputs
+            still = [i for i in inputs if not i.completed]
             if any(i.epoch < b for i in still):
                 return       # another input lags: what is fed past b waits for it
-            if not still:
-                # Every input is completed: the held epochs go on without more cuts, and the
-                # boundaries they pass are let go here and in the other processes.
-                top = max((h[0] for i in self.comp.inputs for h in i.held
-                           if h[2][0] == INPUT_EPOCH), default=-1)
-                while self.next is not None and self.next <= top:
-                    self._announce_skip(self.next)
-                for i in self.comp.inputs:
-                    i.release(None)
+            if not still and not any(h[0] >= b and h[2][0] == INPUT_EPOCH
+                                     for i in inputs for h in i.held):
+                for i in inputs:
+                    i.release(None)     # every input is completed and no epoch passes b
                 return
+            # An input is fed past b and every other one up to b or completed: b is cut,
+            # whichever completed first, so that every feed order cuts the same boundaries.
             self.take(b)
             for i in self.comp.inputs:
                 i.release(self.next)
@@ -282,9 +280,9 @@ class Coordinator:
                     raise NaiadError(msg)
                 if epoch in self.skipped:     # a peer let it go meanwhile (_peer_skipped)
                     msg = (f"another process let checkpoint boundary {epoch} go while process "
-                           f"{comp.process_index} was cutting it: feed the inputs in the same "
-                           "order in every process, or wait on probes only for epochs every "
-                           "input has been fed")
+                           f"{comp.process_index} was cutting it (its program waited for an "
+                           "epoch past it before feeding every input up to it): feed every "
+                           "input up to the boundary before waiting for an epoch past it")
                     raise CheckpointMisaligned(msg)
                 if comp.finished:
                     msg = f"the workers stopped before checkpoint {epoch} was taken"
@@ -298,7 +296,7 @@ class Coordinator:
         nxt = comp.fabric.barrier(f"checkpoint-{epoch}", self.bound)  # arrived: on_quiescent
         self.last, self.next, self.clock = epoch, nxt, _time.monotonic()
         self.taking = None
-        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1))
+        self.committer.submit(lambda: self._write(epoch, snaps, t0, t1), self.bound)
 
     def replay(self, arrivals: List[Tuple[str, int]]) -> None:
         """The peers' arrivals received before this coordinator existed (a process that let
@@ -323,10 +321,10 @@ class Coordinator:
         fed = [i.epoch for i in inputs]
         if epoch in self.skipped:
             msg = (f"process {process} checkpoints at epoch {epoch}, but process "
-                   f"{self.comp.process_index} let that boundary go (its inputs passed it "
-                   "without a cut: a probe wait for an epoch past it, or every input completed "
-                   "while another had not reached it); feed the inputs in the same order in "
-                   "every process, or wait on probes only for epochs every input has been fed")
+                   f"{self.comp.process_index} let that boundary go (its program waited "
+                   "for an epoch past it, on a probe or for HOLD_PATIENCE, before feeding "
+                   "every input up to it); feed every input up to the boundary before waiting "
+                   "for an epoch past it, in every process")
             self.comp.fail(CheckpointMisaligned(msg))
         elif fed and min(fed) > epoch:
             self.comp.fail(self._misaligned(epoch, process, min(fed) - 1))
@@ -341,11 +339,11 @@ class Coordinator:
         """Process ``process`` let boundary ``b`` go (its program waits on a probe past it):
         this one does too when it gets there, and fails the run if it cut there already."""
         if self.taking == b or b <= self.last:
-            msg = (f"process {process} let checkpoint boundary {b} go (its inputs passed it "
-                   "without a cut: a probe wait for an epoch past it, or every input completed "
-                   f"while another had not reached it), but process {self.comp.process_index} "
-                   f"checkpoints at {b}; feed the inputs in the same order in every process, "
-                   "or wait on probes only for epochs every input has been fed")
+            msg = (f"process {process} let checkpoint boundary {b} go (its program waited "
+                   "for an epoch past it, on a probe or for HOLD_PATIENCE, before feeding every "
+                   f"input up to it), but process {self.comp.process_index} checkpoints at "
+                   f"{b}; feed every input up to the boundary before waiting for an epoch past "
+                   "it, in every process")
             self.comp.fail(CheckpointMisaligned(msg))
             return
         self.skipped.add(b)
