@@ -1,9 +1,12 @@
-"""Shared arrangements: a collection arranged by key once, read by any number of joins.
+"""Shared arrangements: a collection arranged by key once, read by any number of joins and
+reductions.
 
 ``collection.arrange(key)`` keys the collection, exchanges it on the key and keeps it, on every
 worker, in one :class:`~linq.differential.trace.Trace` (an :class:`ArrangeVertex`).  The joins
 that read the :class:`Arrangement` keep no copy of it: each reads the same trace, so a
-collection joined three times is keyed, exchanged and stored once instead of three times.
+collection joined three times is keyed, exchanged and stored once instead of three times.  Its
+reductions (``group_by``, ``count``, ``sum``, ``min``, ``max``: an
+:class:`ArrangedReduceVertex` each) keep only their outputs.
 
 The trace runs ahead of its readers.  The arrange vertex adds a batch to the trace when the
 batch arrives, and sends it on (numbered) to every reader on its worker; a reader gets it later,
@@ -28,13 +31,16 @@ collection there (``loop.enter(c).arrange(key)``), once for all the joins of the
 ...     return pairs.concat(by_first.join(by_first, result=lambda a, b: (a[1], b[1])))
 >>> run_dd(build, [(1, 2), (2, 3)], [[((2, 3), -1)]])
 {0: [((1, 3), 1), ((2, 2), 1), ((3, 3), 1)], 1: [((1, 3), -1), ((3, 3), -1)]}
+>>> run_dd(lambda c: c.arrange(key=lambda r: r[0]).count(), [(1, 2), (2, 3)], [[((2, 3), -1)]])
+{0: [((1, 1), 1), ((2, 1), 1)], 1: [((2, 1), -1)]}
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
 from operator import itemgetter
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Set, Tuple, cast
+from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Sequence, Set,
+                    Tuple, cast)
 
 import stages
 from naiad.errors import GraphError
@@ -43,11 +49,12 @@ from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 from linq.core import label, need_callable
 from linq.differential.lattice import lower_bound
-from linq.differential.operators import Arranged, JoinVertex
+from linq.differential.operators import (Arranged, JoinVertex, Logic, ReduceVertex, group_logic,
+                                         keyed_logic, valued_logic)
 from linq.differential.trace import Trace, Update
 
 __all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex",
-           "join_sides", "no_other_key", "not_a_collection"]
+           "ArrangedReduceVertex", "join_sides", "no_other_key", "not_a_collection"]
 
 _key = itemgetter(0)
 _value = itemgetter(1)
@@ -237,6 +244,46 @@ class ArrangedJoinVertex(JoinVertex):
         self.sides = state["sides"]
 
 
+class ArrangedReduceVertex(ReduceVertex):
+    """A reduction whose input is a shared arrangement: it schedules the keys of each batch
+    it gets and, at a notification, reads their input from the shared trace.
+
+    No batch needs taking back out (as a join must): when time ``t`` is notified, every batch
+    at a time ``<= t`` has reached this vertex, so the batches still on their way are at
+    other times, which accumulating at ``t`` leaves out.  They may add interesting times
+    ``lub(t, t')``, at which the key is computed once more, without change."""
+
+    def __init__(self, op: str, logic: Logic, fn: Any, nonnegative: bool, handle: Handle,
+                 party: int) -> None:
+        super().__init__(op, logic, None, fn, nonnegative)
+        self._handle, self._party = handle, party
+
+    @property                      # type: ignore[override]
+    def input(self) -> Trace:
+        """The shared trace (looked up each time: a restore replaces it)."""
+        return self._handle.at(self.index).trace
+
+    @input.setter
+    def input(self, value: Trace) -> None:
+        pass                        # the arrange vertex keeps it
+
+    def traces(self) -> List[Trace]:
+        return [self.output]
+
+    def observe_frontier(self, frontier: List[Timestamp]) -> None:
+        self._handle.at(self.index).observe(self._party, frontier)
+        super().observe_frontier(frontier)
+
+    def on_recv_batch(self, edge: int, batch: list, time: Timestamp) -> None:
+        keys = self.pending.get(time)
+        if keys is None:
+            keys = self.pending[time] = set()
+            self.notify_at(time)
+        for _, triples in batch:
+            keys.update(map(_key, triples))
+        self._handle.at(self.index).had(self._party, [seq for seq, _ in batch])
+
+
 class Arrangement:
     """A collection arranged by ``key`` on every worker, for joins to share
     (:meth:`linq.differential.Collection.arrange`)."""
@@ -275,6 +322,47 @@ class Arrangement:
         op = label("join", self.key, other_key, result)
         return Collection(join_sides(op, self, other._keyed(op, other_key, None), result,
                                      other_key))
+
+    # ---- reductions, reading the shared trace ------------------------------------------------
+    def group_by(self, reducer: Callable[[Hashable, list], Iterable[Any]]) -> Any:
+        """``reducer(key, records)`` per key, records repeated by multiplicity
+        (:meth:`linq.differential.Collection.group_by` by the arrangement's key)."""
+        need_callable("group_by", "reducer", reducer, "reducer(key, records) -> iterable")
+        op = label("group_by", self.key, reducer)
+        return self._reduce(op, group_logic(op, reducer), reducer, True)
+
+    def count(self) -> Any:
+        """``(key, n)``: the number of records per key."""
+        return self._reduce(label("count", self.key), keyed_logic("count"), self.key, False)
+
+    def sum(self, value: Callable[[Any], Any]) -> Any:
+        """``(key, total)``: the sum of ``value(record)`` times multiplicity, per key."""
+        return self._valued("sum", value, False)
+
+    def min(self, value: Callable[[Any], Any]) -> Any:
+        """``(key, least value(record))`` per key."""
+        return self._valued("min", value, True)
+
+    def max(self, value: Callable[[Any], Any]) -> Any:
+        """``(key, greatest value(record))`` per key."""
+        return self._valued("max", value, True)
+
+    def _valued(self, kind: str, value: Callable[[Any], Any], nonnegative: bool) -> Any:
+        need_callable(kind, "value", value, "value(record) -> value")
+        op = label(kind, self.key, value)
+        return self._reduce(op, valued_logic(kind, op, value), value, nonnegative)
+
+    def _reduce(self, op: str, logic: Logic, fn: Any, nonnegative: bool) -> Any:
+        from linq.differential.collection import Collection
+        handle = self.handle
+        party = handle.new_party()
+
+        def factory() -> ArrangedReduceVertex:
+            handle.parties.add(party)
+            return ArrangedReduceVertex(op, logic, fn, nonnegative, handle, party)
+        st = stages.new_stage(factory, name=op)
+        st.new_input(self.stream)                # the same worker: its trace is there
+        return Collection(st.new_output())._mark_consolidated()
 
     def __repr__(self) -> str:
         return f"Arrangement({self.op})"

@@ -24,12 +24,12 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Tup
 import stages
 from naiad.errors import GraphError
 from naiad.graph import Stream
-from linq.core import (HASHABLE, HASHABLE_VALUE, UserFunctionError, call, emit, label,
+from linq.core import (HASHABLE, HASHABLE_VALUE, call, emit, label,
                         need_callable, require_hashable)
 from linq.differential.arrange import (Arrangement, ArrangeVertex, Handle, join_sides,
                                       no_other_key, not_a_collection)
 from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
-                                         ReduceVertex, keyed_logic)
+                                         ReduceVertex, group_logic, keyed_logic)
 
 __all__ = ["Collection", "Collected"]
 
@@ -353,18 +353,7 @@ class Collection:
         need_callable("group_by", "key", key, "key(record) -> hashable")
         need_callable("group_by", "reducer", reducer, "reducer(key, records) -> iterable")
         op = label("group_by", key, reducer)
-
-        def logic(k: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
-            records = [r for r, n in acc.items() for _ in range(n)]
-            out: list = []
-            emit(out, op, "reducer", reducer, (k, records))
-            try:
-                return dict(Counter(out))
-            except TypeError:
-                raise UserFunctionError(op, "reducer", reducer, (k, records),
-                                        "returned unhashable records", "hashable records",
-                                        "convert lists to tuples") from None
-        return self._reduce(op, logic, key, None, reducer, True)
+        return self._reduce(op, group_logic(op, reducer), key, None, reducer, True)
 
     def arrange(self, key: Callable[[Any], Hashable]) -> Arrangement:
         """The collection arranged by ``key`` once on every worker, for any number of joins

@@ -30,11 +30,14 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set,
 
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
-from linq.core import UserFunctionError, fn_name
+from collections import Counter
+
+from linq.core import UserFunctionError, call, emit, fn_name
 from linq.differential.lattice import lower_bound, lub
 from linq.differential.trace import _NONE, Trace, Update
 
-__all__ = ["LinearVertex", "Arranged", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic"]
+__all__ = ["LinearVertex", "Arranged", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic",
+           "keyed_logic", "group_logic", "valued_logic"]
 
 # logic(key, input) -> output, both as {record: count}; ``input`` has no zero counts.
 Logic = Callable[[Hashable, Dict[Any, int]], Dict[Any, int]]
@@ -441,6 +444,36 @@ def keyed_logic(kind: str, fn: Optional[Callable] = None, op: str = "") -> Logic
         return lambda key, acc: {(key, max(acc)): 1}
     msg = f"unknown reduction {kind!r}"
     raise ValueError(msg)
+
+
+def group_logic(op: str, reducer: Callable[[Hashable, list], Iterable[Any]]) -> Logic:
+    """``group_by``'s logic: ``reducer(key, records)``, records repeated by multiplicity."""
+    def logic(k: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
+        records = [r for r, n in acc.items() for _ in range(n)]
+        out: list = []
+        emit(out, op, "reducer", reducer, (k, records))
+        try:
+            return dict(Counter(out))
+        except TypeError:
+            raise UserFunctionError(op, "reducer", reducer, (k, records),
+                                    "returned unhashable records", "hashable records",
+                                    "convert lists to tuples") from None
+    return logic
+
+
+def valued_logic(kind: str, op: str, value: Callable[[Any], Any]) -> Logic:
+    """A built-in reduction (``sum``, ``min``, ``max``) of ``value(record)`` over a key's
+    records, for an input whose values are the records themselves (an arrangement)."""
+    inner = keyed_logic(kind)
+
+    def logic(key: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
+        values: Dict[Any, int] = {}
+        for r, n in acc.items():
+            v = call(op, "value", value, (r,))
+            values[v] = values.get(v, 0) + n
+        values = {v: n for v, n in values.items() if n}
+        return inner(key, values) if values else {}
+    return logic
 
 
 def _changes(key: Hashable, desired: Dict[Any, int], current: Dict[Any, int],
