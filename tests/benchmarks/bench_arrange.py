@@ -1,11 +1,12 @@
-"""Shared arrangements: three joins reading one arrangement of a graph's edges, against the same
-three joins each keeping its own copy.
+"""Shared arrangements: three joins and a count reading one arrangement of a graph's edges,
+against the same joins and count each keeping its own copy.
 
 The graph is the Debian package graph (the standard library's import graph where apt-cache is
 missing).  Three query collections of 2,000 packages each are joined with the edges by source
-(the dependencies of each package asked about): ``private`` joins each key, exchange and keep the
-edges themselves; ``shared`` arranges the edges once (``edges.arrange(key=src)``) and the three
-joins read that trace.  Measured, alternated over :data:`ROUNDS` rounds at 1 process (medians),
+(the dependencies of each package asked about), and the out-degree of every package is counted:
+``private`` joins and count each key, exchange and keep the edges themselves; ``shared``
+arranges the edges once (``edges.arrange(key=src)``) and the three joins and the count read
+that trace.  Measured, alternated over :data:`ROUNDS` rounds at 1 process (medians),
 and once at 2 processes: the initial epoch (edges and queries), the median latency of
 :data:`UPDATES` epochs that each rewire 5 edges and swap 5 queried packages, and the bytes held
 by all arrangements after the updates (a recursive size, shared objects counted once).  Both
@@ -75,11 +76,13 @@ def run(edges, queries, epochs, shared: bool, processes: int) -> List[Dict[str, 
             outs = [q.collection.join(by_src, key=lambda n: n,
                                       result=lambda n, e, i=i: (i, n, e[1]))
                     for i, q in enumerate(q_ins)]
+            outs.append(by_src.count().map(lambda kn: (3,) + kn))
         else:
             outs = [q.collection.join(e_in.collection, key=lambda n: n,
                                       other_key=lambda e: e[0],
                                       result=lambda n, e, i=i: (i, n, e[1]))
                     for i, q in enumerate(q_ins)]
+            outs.append(e_in.collection.count(key=lambda e: e[0]).map(lambda kn: (3,) + kn))
         out = outs[0].concat(*outs[1:])
         got = out.collect()
         probe = out.probe()
@@ -160,12 +163,13 @@ def main() -> None:
                      f"{statistics.median(lat) * 1e3:.2f} ms", "", ""])
     two_same = _outputs(two[False]) == _outputs(two[True])
     body = (f"Graph: {what}. Three collections of {QUERIES:,} queried packages each, joined "
-            "with the edges by source; each update epoch rewires 5 edges and swaps 5 packages "
+            "with the edges by source, and the out-degree of every package; each update epoch rewires 5 edges and swaps 5 packages "
             "of each query. Outputs of the two forms equal at every epoch: "
             f"{'yes' if same and two_same else 'NO'}. Load average (1 min) {load_before:.1f} "
             f"before, {load_after:.1f} after (2 cores).\n\n"
             + table(["what", "time / size", "ratio", "note"], rows))
-    update_section("arrange", "Differential: shared arrangements against private joins",
+    update_section("arrange", "Differential: shared arrangements against private joins and "
+                   "reductions",
                    COMMAND, body)
 
 
