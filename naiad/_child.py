@@ -81,6 +81,12 @@ def _stop_on_sigterm(comp: Computation) -> None:
     handed out again after the restart.  Then it exits at once, like SIGKILL."""
     def on_sigterm(signum, frame) -> None:
         comp.halt_subscribers(HALT_WAIT)
+        if comp.observer is not None:
+            try:
+                comp.observer.stopped("SIGTERM: the launcher stops the run (another process "
+                                      "failed, or the launcher was stopped)")
+            except Exception:  # noqa: BLE001 - the trace must not keep the process alive
+                pass
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)

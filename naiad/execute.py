@@ -10,6 +10,7 @@ from naiad.launch import launch_local
 from naiad.observe import watch
 from naiad.recovery.restart import execute_with_recovery
 from naiad.tracing import clear_attempts
+from naiad.transport.security import random_secret, resolve_secret
 
 __all__ = ["execute", "run_program"]
 
@@ -42,17 +43,27 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
     options = check_options(options)
     if options.get("trace"):
         clear_attempts(options["trace"])      # an earlier run's failed attempts
-    watching = None
-    if processes == 1:        # more processes: the launcher serves the page (naiad.launch)
-        options, watching = watch(options, options.get("secret"), in_process=True)
+    if processes > 1 and resolve_secret(options.get("secret")) is None:
+        # A random secret per run, handed to the children inside the private program file
+        # (never in argv or the environment): every socket of the run is CURVE-authenticated,
+        # and the monitor's reports are signed with it.
+        options = dict(options, secret=random_secret())
+    # The monitor page and terminal progress live here, for every attempt of the run; the
+    # processes of a multi-process run report to it over loopback.
+    options, watching = watch(options, options.get("secret"), in_process=processes == 1)
     try:
         if options.get("checkpoint_dir"):
+            restarted = None if watching is None else watching.restarted
             return execute_with_recovery(program, processes=processes, workers=workers,
-                                         options=options)
+                                         options=options, restarted=restarted)
         if processes == 1:
             comp = Computation(process_index=0, processes=1, workers=workers, **options)
             return [run_program(program, comp)]
         return launch_local(program, processes=processes, workers=workers, options=options)
+    except BaseException as exc:
+        if watching is not None:
+            watching.ended(exc)
+        raise
     finally:
         if watching is not None:
             watching.stop()

@@ -32,7 +32,7 @@ from naiad.files import write_atomic
 from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, PROGRESS, RESULT, MessageReader,
                         send_message)
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure, VertexError
-from naiad.observe import watch
+from naiad.meter import launcher_failure
 from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
 from naiad.transport.security import random_secret, resolve_secret
 
@@ -108,8 +108,6 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
         # (never in argv or the environment): every socket of the run is CURVE-authenticated.
         # It is key material already, so the children skip the slow derivation.
         options = dict(options, secret=random_secret())
-    # The monitor page and terminal progress live here; the children report over loopback.
-    options, watching = watch(options, options["secret"], in_process=False)
     restore: Callable[[], None] = lambda: None
     links: List[socket.socket] = []
     try:
@@ -135,13 +133,24 @@ def launch_local(program: Callable[[Any], Any], *, processes: int, workers: int,
                 pass        # the child is gone already: the supervisor reports its exit
         return _Supervisor(procs, links, rendezvous_timeout(options),
                            float(options.get("heartbeat_timeout") or 6.0)).run()
+    except BaseException as exc:
+        if options.get("trace"):
+            _record_failure(os.fspath(options["trace"]), exc)
+        raise
     finally:
         for link in links:
             link.close()
         shutil.rmtree(workdir, ignore_errors=True)     # the secret goes with it
         restore()
-        if watching is not None:
-            watching.stop()
+
+
+def _record_failure(trace: str, exc: BaseException) -> None:
+    """Put the run's failure, as the launcher saw it, in its trace: a process killed by a
+    signal records nothing itself."""
+    try:
+        launcher_failure(trace, f"{type(exc).__name__}: {exc}")
+    except OSError:
+        pass                # the trace is a diagnostic: the run's own error is what matters
 
 
 def _terminate_as_exit() -> Callable[[], None]:

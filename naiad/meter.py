@@ -6,7 +6,9 @@ scheduling loop pays one ``is None`` test per batch.  The meter keeps running to
 (records in and out, batches, busy seconds) and per connector and destination (batches, records),
 which the monitor reads from another thread (plain int and float updates, so a reader sees a
 value that was true a moment ago), and, when tracing, writes one JSON object per event to
-``PATH/worker-<index>.jsonl``.  The schema is in docs/observability.md and :mod:`naiad.tracing`.
+``PATH/worker-<index>.jsonl``.  Events are written in batches, at most :data:`FLUSH_SECONDS`
+after they happen (the rare ones, such as ``start``, ``checkpoint`` and ``failure``, at once),
+so a process killed with SIGKILL loses only its last moment's events.  The schema is in docs/observability.md and :mod:`naiad.tracing`.
 
 >>> m = Meter(worker=0, process=0)
 >>> m.ran(2, "recv", (0, ()), 10, 4, 0.001)
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Tuple
@@ -25,12 +28,16 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from naiad.files import open_private, private_dir
 
 
-__all__ = ["Meter", "trace_file", "time_json", "SCHEMA_VERSION"]
+__all__ = ["Meter", "trace_file", "time_json", "SCHEMA_VERSION", "FLUSH_SECONDS",
+           "launcher_failure"]
 
 SCHEMA_VERSION = 1
 """Version of the trace's event schema (in every ``start`` event)."""
 
-_FLUSH_EVERY = 256            # events buffered between writes
+_FLUSH_EVERY = 256            # events buffered between writes, at most
+FLUSH_SECONDS = 0.5
+"""Seconds an event of a running worker waits in memory, at most, before it is written."""
+_AT_ONCE = frozenset({"start", "checkpoint", "failure", "stopped", "end"})
 
 
 def trace_directory(directory: Any) -> Path:
@@ -44,6 +51,16 @@ def trace_file(directory: str, name: str) -> str:
     """The path of one writer's trace file, in the checked :func:`trace_directory`."""
     trace_directory(directory)
     return os.path.join(directory, f"{name}.jsonl")
+
+
+def launcher_failure(directory: str, error: str) -> None:
+    """Record, in ``launcher.jsonl``, how a multi-process run ended when it failed, as its
+    launcher saw it: a process killed by a signal cannot record that itself."""
+    event = {"ev": "failure", "w": -1, "process": "launcher", "by": "launcher",
+             "error": error, "ts": round(time.time(), 6)}
+    with open_private(Path(trace_file(directory, "launcher")), buffering=-1,
+                      truncate=True) as out:
+        out.write((json.dumps(event, separators=(",", ":")) + "\n").encode())
 
 
 def time_json(t: Any) -> list:
@@ -79,6 +96,8 @@ class Meter:
         self.finished = False
         self._out: Optional[IO[bytes]] = None
         self._lines: List[str] = []
+        self._flush_at = 0.0             # time.time() after which the next event flushes
+        self._write_lock = threading.Lock()     # the worker, and a stop from another thread
         if trace_dir is not None:
             path = trace_file(trace_dir, name or f"worker-{worker}")
             # This run's file replaces an older run's; created readable by this user only.
@@ -90,16 +109,18 @@ class Meter:
         """Write one trace event (when tracing): ``{"ev": kind, "w": worker, "ts": ..., ...}``."""
         if self._out is None:
             return
+        now = time.time()
         fields["ev"] = kind
         fields["w"] = self.worker
-        fields["ts"] = round(time.time(), 6)
+        fields["ts"] = round(now, 6)
         self._lines.append(json.dumps(fields, separators=(",", ":"), default=str))
-        if len(self._lines) >= _FLUSH_EVERY:
+        if kind in _AT_ONCE or len(self._lines) >= _FLUSH_EVERY or now >= self._flush_at:
             self.flush()
 
     def _line(self, fields: str) -> None:
-        self._lines.append(f'{{{fields},"w":{self.worker},"ts":{time.time():.6f}}}')
-        if len(self._lines) >= _FLUSH_EVERY:
+        now = time.time()
+        self._lines.append(f'{{{fields},"w":{self.worker},"ts":{now:.6f}}}')
+        if len(self._lines) >= _FLUSH_EVERY or now >= self._flush_at:
             self.flush()
 
     def ran(self, stage: int, callback: str, t: Any, records_in: int, records_out: int,
@@ -172,10 +193,14 @@ class Meter:
 
     # ---- end ------------------------------------------------------------------------------------
     def flush(self) -> None:
-        if self._out is not None and self._lines:
-            self._out.write(("\n".join(self._lines) + "\n").encode())
-            self._out.flush()
-            self._lines = []
+        """Write the events kept so far (from the worker, or from a signal handler stopping
+        the process: each event is written once, whole)."""
+        with self._write_lock:
+            lines, self._lines = self._lines, []
+            self._flush_at = time.time() + FLUSH_SECONDS
+            if self._out is not None and lines:
+                self._out.write(("\n".join(lines) + "\n").encode())
+                self._out.flush()
 
     def close(self, failure: Optional[str] = None) -> None:
         """The worker ended: final event, file closed."""
@@ -185,6 +210,6 @@ class Meter:
             if failure is not None:
                 self.event("failure", error=failure)
             self.event("end", busy_us=round(self.busy * 1e6, 1))
-            self.flush()
-            self._out.close()
-            self._out = None
+            with self._write_lock:
+                self._out.close()
+                self._out = None

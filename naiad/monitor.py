@@ -70,6 +70,24 @@ class MonitorState:
         with getattr(self, "lock", threading.Lock()):
             self.processes: Dict[int, Dict[str, Any]] = {}
             self.history: List[List[float]] = []      # [seconds into the run, records processed]
+            self.restarts: List[str] = []             # the failures of earlier attempts
+            self.earlier: List[Dict[str, Any]] = []   # the checkpoints of earlier attempts
+            self.failure: Optional[str] = None        # the run's failure, as its launcher saw it
+
+    def restarted(self, failure: str) -> None:
+        """An attempt failed with ``failure``, and the run restarts: its checkpoints stay on
+        the page, its processes' reports go (the new attempt's replace them)."""
+        with self.lock:
+            done = {c["epoch"] for c in self.earlier}
+            self.earlier += [c for c in _checkpoints(list(self.processes.values()))
+                             if c["epoch"] not in done]
+            self.restarts.append(failure)
+            self.processes = {}
+
+    def ended(self, failure: str) -> None:
+        """The run failed with ``failure``: shown unless a process reported its own."""
+        with self.lock:
+            self.failure = failure
 
     def update(self, report: Dict[str, Any]) -> None:
         """Take one process's snapshot."""
@@ -93,13 +111,24 @@ class MonitorState:
                 "processes": first.get("processes", 0),
                 "reported": len(procs),
                 "workers": [w for p in procs for w in p.get("workers", [])],
-                "checkpoints": _checkpoints(procs),
-                "failure": next((p["failure"] for p in procs if p.get("failure")), None),
+                "checkpoints": self._all_checkpoints(procs),
+                "failure": next((p["failure"] for p in procs if p.get("failure")),
+                                self.failure),
+                "restarts": list(self.restarts),
                 "finished": bool(procs) and all(p.get("finished") for p in procs),
                 "epochs_fed": max((p.get("epochs_fed", 0) for p in procs), default=0),
                 "history": list(self.history),
                 "now": round(self._elapsed(), 3),     # as the history's times
             }
+
+    def _all_checkpoints(self, procs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The checkpoints of earlier attempts and of this one, by epoch."""
+        now = _checkpoints(procs)
+        if not self.earlier:
+            return now
+        epochs = {c["epoch"] for c in now}
+        return sorted([c for c in self.earlier if c["epoch"] not in epochs] + now,
+                      key=lambda c: c["epoch"])
 
     def _elapsed(self) -> float:
         """How long the run has been going (or went): its longest-running worker's time since

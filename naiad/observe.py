@@ -52,6 +52,7 @@ class Observer:
         self.graph: Dict[str, Any] = {}
         self.process_meter: Optional[Meter] = None
         self.reporter: Optional[monitor.Reporter] = None
+        self.sink: Optional[Callable[..., None]] = None
         self.server: Optional[monitor.MonitorServer] = None
 
     def meter_for(self, worker: int) -> Meter:
@@ -77,6 +78,7 @@ class Observer:
                         old.unlink()
         sink = self._sink()
         if sink is not None:
+            self.sink = sink
             self.reporter = _monitor().Reporter(self.snapshot, sink)
 
     def _sink(self) -> Optional[Callable[[Dict[str, Any]], None]]:
@@ -97,7 +99,12 @@ class Observer:
         if token is None:
             msg = "monitor: reporting to another process needs the run's secret"
             raise ValueError(msg)
-        return lambda report: _monitor().post_report(url, token, report)
+        to: str = url
+        key: str = token
+
+        def post(report: Dict[str, Any], timeout: float = 2.0) -> None:
+            _monitor().post_report(to, key, report, timeout)
+        return post
 
     def snapshot(self) -> Dict[str, Any]:
         """This process's part of the monitor page."""
@@ -121,6 +128,20 @@ class Observer:
             self.process_meter.event("failure", process=self.comp.process_index,
                                      error=f"{type(exc).__name__}: {exc}")
 
+    def stopped(self, reason: str) -> None:
+        """The process is stopped from outside (SIGTERM) and exits at once: say so in its
+        trace, write what its workers' trace files still keep in memory, and send the
+        monitor its last state."""
+        if self.process_meter is not None:
+            self.process_meter.event("stopped", process=self.comp.process_index, reason=reason)
+        for m in self.meters:
+            m.flush()
+        if self.sink is not None and self.server is None:
+            try:                     # the last state, for the page (briefly: the launcher waits)
+                self.sink(self.snapshot(), timeout=0.5)
+            except Exception:  # noqa: BLE001 - the page is a diagnostic
+                pass
+
     def close(self) -> None:
         """The computation ended: the last report, trace files closed."""
         if self.reporter is not None:
@@ -136,6 +157,14 @@ class Watch:
     def __init__(self, server: monitor.MonitorServer, console: Optional[ConsoleProgress]):
         self.server = server
         self.console = console
+
+    def restarted(self, exc: BaseException) -> None:
+        """An attempt failed and the run restarts from its last checkpoint."""
+        self.server.state.restarted(f"{type(exc).__name__}: {exc}")
+
+    def ended(self, exc: BaseException) -> None:
+        """The run failed (as the launcher saw it: a killed process reports nothing)."""
+        self.server.state.ended(f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
         """The run ended: the last progress line (the page stays served)."""

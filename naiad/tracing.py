@@ -174,15 +174,15 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
         lines.append(f"checkpoints: {len(sizes)} (epochs {', '.join(map(str, sorted(sizes)))}; "
                      f"the last {sizes[max(sizes)]:,} bytes)")
     for n, before in enumerate(trace.attempts, 1):
-        failures = [e for e in before if e.get("ev") == "failure"]
+        failures = _failures(before)
         if not failures:
             lines.append(f"attempt {n} of {len(trace.attempts) + 1} failed without recording "
                          "why (a process was killed?); restarted from the last checkpoint")
         for f in failures:
-            lines.append(f"attempt {n} of {len(trace.attempts) + 1} failed, in "
-                         f"{_where(f)}: {f['error']}; restarted from the last checkpoint")
-    for f in trace.of("failure"):
-        lines.append(f"failure in {_where(f)}: {f['error']}")
+            lines.append(f"attempt {n} of {len(trace.attempts) + 1} failed, {_seen(f)}; "
+                         "restarted from the last checkpoint")
+    for f in _failures(trace.events):
+        lines.append(f"failure {_seen(f)}")
     lines.append("")
     spans = {ep: epoch_last[ep] - epoch_first.get(ep, epoch_last[ep]) for ep in epoch_last}
     worst = sorted(spans, key=lambda ep: -spans[ep])[:slowest]
@@ -191,6 +191,21 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
             for ep in worst]
     lines += _table(("epoch", "span", "busy"), rows)
     return "\n".join(lines)
+
+
+def _failures(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The failures the workers and processes recorded, or else the launcher's (a process
+    killed by a signal records none itself)."""
+    failures = [e for e in events if e.get("ev") == "failure"]
+    own = [e for e in failures if e.get("by") != "launcher"]
+    return own or failures
+
+
+def _seen(failure: Dict[str, Any]) -> str:
+    """Where a failure event happened, and its error."""
+    if failure.get("by") == "launcher":
+        return f"as the launcher saw it: {failure['error']}"
+    return f"in {_where(failure)}: {failure['error']}"
 
 
 def _where(event: Dict[str, Any]) -> str:

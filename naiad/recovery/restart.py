@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from naiad.computation import Computation, run_program
 from naiad.launch import launch_local
@@ -37,20 +37,24 @@ def permanent(exc: BaseException) -> bool:
 
 
 def execute_with_recovery(program: Callable[[Any], Any], *, processes: int, workers: int,
-                          options: Dict[str, Any]) -> List[Any]:
-    """``naiad.execute`` with ``checkpoint_dir``: restart on failure, up to ``max_restarts``."""
+                          options: Dict[str, Any],
+                          restarted: Optional[Callable[[BaseException], None]] = None
+                          ) -> List[Any]:
+    """``naiad.execute`` with ``checkpoint_dir``: restart on failure, up to ``max_restarts``
+    (telling ``restarted`` each failure that a restart follows)."""
     restarts = options.get("max_restarts")
     restarts = 3 if restarts is None else int(restarts)
     root = Path(os.fspath(options["checkpoint_dir"]))
     held = hold_run(root)        # no other run takes the directory while this one restarts
     try:
-        return _attempts(program, processes, workers, options, restarts)
+        return _attempts(program, processes, workers, options, restarts, restarted)
     finally:
         release_run(held)
 
 
 def _attempts(program: Callable[[Any], Any], processes: int, workers: int,
-              options: Dict[str, Any], restarts: int) -> List[Any]:
+              options: Dict[str, Any], restarts: int,
+              restarted: Optional[Callable[[BaseException], None]]) -> List[Any]:
     attempt = 0
     while True:
         try:
@@ -73,6 +77,8 @@ def _attempts(program: Callable[[Any], Any], processes: int, workers: int,
             attempt += 1
             if options.get("trace"):      # the failed attempt's trace stays readable
                 keep_attempt(options["trace"], attempt)
+            if restarted is not None:
+                restarted(exc)
             import logging      # here: only a run that restarts logs
             logging.getLogger("naiad.recovery").warning("computation failed (%s: %s); restart %d of %d from the last checkpoint "
                         "in %s", type(exc).__name__, exc, attempt, restarts,

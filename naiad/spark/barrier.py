@@ -378,6 +378,10 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         task.gather = served.endpoint
     try:
         return _run_stage(spark, data, task, schema, processes, frame, frames)
+    except BaseException as exc:
+        if watching is not None:
+            watching.ended(exc)
+        raise
     finally:
         if served is not None:
             served.stop()

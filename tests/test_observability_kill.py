@@ -1,0 +1,108 @@
+"""A process killed with SIGKILL, seen in the trace and on the monitor page: the survivors'
+events up to the launcher's stop are written (not lost in memory), the launcher records the
+failure the killed process cannot, and the page shows it, or, when the run recovers, the
+restart and every attempt's checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import naiad
+import stages
+from naiad import monitor
+from naiad.tracing import read_trace, summarize
+
+EPOCHS = 8
+
+
+class _KillAt5(naiad.Vertex):
+    """Process 1's vertex kills its process when epoch 5 reaches it (once, if ``flag`` is a
+    path: a restarted run goes on)."""
+
+    def __init__(self, flag: str):
+        super().__init__()
+        self.flag = flag
+
+    def on_recv_batch(self, edge, messages, time_):
+        if time_.epoch == 5 and self.index == 1 and not os.path.exists(self.flag):
+            Path(self.flag).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.send_batch_by(0, messages, time_)
+
+
+def _program(flag: str):
+    def program(comp):
+        inp = comp.new_input(name="numbers")
+        stages.unary(inp.stream, lambda: _KillAt5(flag), partition_by=lambda r: r,
+                     name="fragile").collect()
+        comp.activate()
+        for e in range(EPOCHS):
+            inp.on_next([e * 2, e * 2 + 1])
+            time.sleep(0.05)
+        inp.on_completed()
+        comp.join(timeout=60)
+        return True
+    return program
+
+
+def _events(path: Path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_killed_process_and_the_survivors_are_in_the_trace(tmp_path):
+    trace = tmp_path / "trace"
+    with pytest.raises(naiad.errors.ComputationFailed, match="killed by SIGKILL"):
+        naiad.execute(_program(str(tmp_path / "killed")), processes=2, trace=trace)
+    survivor = _events(trace / "process-0.jsonl")
+    assert [e["ev"] for e in survivor] == ["start", "stopped"]
+    assert "SIGTERM" in survivor[1]["reason"]
+    runs = [e for e in _events(trace / "worker-0.jsonl") if e["ev"] == "run"]
+    assert {e["t"][0] for e in runs} >= {0, 1, 2, 3, 4}     # its work before the kill
+    assert any(e["ev"] == "start" for e in _events(trace / "worker-1.jsonl"))
+    [launcher] = _events(trace / "launcher.jsonl")
+    assert launcher["ev"] == "failure" and "process 1" in launcher["error"]
+    text = summarize(read_trace(str(trace)))
+    assert "failure as the launcher saw it: ComputationFailed: process 1" in text, text
+    assert "killed by SIGKILL" in text
+
+
+def test_a_recovered_kill_is_named_in_the_attempts_trace(tmp_path):
+    trace = tmp_path / "trace"
+    naiad.execute(_program(str(tmp_path / "killed")), processes=2, trace=trace,
+                  checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=2)
+    t = read_trace(str(trace))
+    assert len(t.attempts) == 1
+    cuts = {e["epoch"] for e in t.attempts[0] if e["ev"] == "checkpoint"}
+    assert {2, 4} <= cuts                           # the failed attempt's checkpoints
+    text = summarize(t)
+    assert "attempt 1 of 2 failed, as the launcher saw it: ComputationFailed: process 1" in text
+    assert not list(t.of("failure"))
+
+
+def _port(err: str) -> int:
+    assert "naiad: monitoring page at http://127.0.0.1:" in err, err
+    return int(err.split("http://127.0.0.1:")[1].split("/")[0])
+
+
+def test_the_page_shows_a_killed_process(tmp_path, capfd):
+    with pytest.raises(naiad.errors.ComputationFailed, match="killed by SIGKILL"):
+        naiad.execute(_program(str(tmp_path / "killed")), processes=2, monitor=0)
+    view = monitor.local_server(_port(capfd.readouterr().err)).state.view()
+    assert view["failure"].startswith("ComputationFailed: process 1")
+    assert "killed by SIGKILL" in view["failure"]
+
+
+def test_the_page_shows_a_restart_and_every_attempts_checkpoints(tmp_path, capfd):
+    naiad.execute(_program(str(tmp_path / "killed")), processes=2, monitor=0,
+                  checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=2)
+    view = monitor.local_server(_port(capfd.readouterr().err)).state.view()
+    assert view["failure"] is None and view["finished"]
+    [restart] = view["restarts"]
+    assert restart.startswith("ComputationFailed: process 1") and "SIGKILL" in restart
+    assert [c["epoch"] for c in view["checkpoints"]] == [2, 4, 6]
