@@ -24,7 +24,7 @@ the same order, for every ``how``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -34,19 +34,35 @@ import naiad
 from linq.frames.hashing import row_hash
 from linq.frames.vertices import FrameError, _Checked, concat, require_columns
 
-__all__ = ["KeyIndex", "HeldJoin", "join_tables", "check_key_types"]
+__all__ = ["KeyIndex", "HeldJoin", "join_tables", "check_key_types", "check_clash"]
 
 
-def check_key_types(op: str, a: pa.Table, b: pa.Table, a_keys: Sequence[str],
-                    b_keys: Sequence[str]) -> None:
+def check_key_types(op: str, a: Union[pa.Table, pa.Schema], b: Union[pa.Table, pa.Schema],
+                    a_keys: Sequence[str], b_keys: Sequence[str]) -> None:
     """Arrow joins key columns of equal types only: a FrameError naming both otherwise."""
+    sa = a if isinstance(a, pa.Schema) else a.schema
+    sb = b if isinstance(b, pa.Schema) else b.schema
     for x, y in zip(a_keys, b_keys):
-        tx, ty = a.schema.field(x).type, b.schema.field(y).type
+        tx, ty = sa.field(x).type, sb.field(y).type
         if tx != ty:
             msg = (f"{op}: the key columns {x!r} ({tx}) and {y!r} ({ty}) have different "
                    f"types, and Arrow joins equal types only; cast one side's key column "
                    f"first (map_batches with table.cast(schema))")
             raise FrameError(msg)
+
+
+def check_clash(op: str, a: pa.Table, b: pa.Table, a_keys: Sequence[str],
+                b_keys: Sequence[str], how: str) -> None:
+    """A FrameError naming the columns both sides of a join have, besides the keys it
+    merges: Arrow's join would give the result two columns of one name."""
+    a_rest = [c for c in a.column_names if c not in a_keys]
+    b_rest = [c for c in b.column_names if c not in b_keys]
+    clash = sorted(set(a.column_names if how != "right" else a_rest)
+                   & set(b_rest if how != "right" else b.column_names))
+    if clash:
+        msg = (f"{op}: both sides have the column(s) {clash}; rename one side's columns "
+               "(map_batches with table.rename_columns) before joining")
+        raise FrameError(msg)
 
 
 def _int_key(table: pa.Table, keys: Sequence[str]) -> Optional[np.ndarray]:
@@ -221,7 +237,8 @@ def _pick(column: pa.ChunkedArray, rows: Optional[np.ndarray]) -> pa.ChunkedArra
 
 
 def join_tables(a: pa.Table, b: pa.Table, a_keys: Sequence[str], b_keys: Sequence[str],
-                pairs: Tuple[Optional[np.ndarray], Optional[np.ndarray]], how: str) -> pa.Table:
+                pairs: Tuple[Optional[np.ndarray], Optional[np.ndarray]], how: str,
+                op: str = "join") -> pa.Table:
     """The join of ``a`` and ``b`` given their matching row ``pairs`` (None for one side:
     each of its rows once, in order), laid out as Arrow's hash join lays it out (left columns,
     then the right's without its keys; a right join leads with the left's non-key columns; a
@@ -231,12 +248,7 @@ def join_tables(a: pa.Table, b: pa.Table, a_keys: Sequence[str], b_keys: Sequenc
     extra_b = _unmatched(b.num_rows, bi) if how in ("right", "outer") else np.zeros(0, np.int64)
     a_rest = [c for c in a.column_names if c not in a_keys]
     b_rest = [c for c in b.column_names if c not in b_keys]
-    clash = sorted(set(a.column_names if how != "right" else a_rest)
-                   & set(b_rest if how != "right" else b.column_names))
-    if clash:
-        msg = (f"join: both sides have the column(s) {clash}; rename one side's columns "
-               "(map_batches with table.rename_columns) before joining")
-        raise FrameError(msg)
+    check_clash(op, a, b, a_keys, b_keys, how)
     out: Dict[str, pa.ChunkedArray] = {}
 
     def side(table: pa.Table, name: str, matched: Optional[np.ndarray], own: np.ndarray,
@@ -391,4 +403,5 @@ class HeldJoin(_Checked):
         tables = [varying, index.table]
         if h == 0:
             tables, pairs = tables[::-1], (pairs[1], pairs[0])
-        return join_tables(tables[0], tables[1], self.keys[0], self.keys[1], pairs, self.how)
+        return join_tables(tables[0], tables[1], self.keys[0], self.keys[1], pairs, self.how,
+                           self.op)

@@ -65,7 +65,7 @@ import pyarrow.compute as pc
 
 import naiad
 from linq.frames.hashing import destinations, route_hash
-from linq.frames.held import HeldJoin, KeyIndex
+from linq.frames.held import HeldJoin, KeyIndex, check_key_types
 from linq.frames.sums import _SPREAD, Sums, sum_by
 from linq.frames.vertices import (Accumulate, FrameError, _same_array, concat, require_columns,
                                   split_table)
@@ -295,7 +295,12 @@ class SpreadVertex(HeldJoin):
             self.early.discard(ek)
 
     def _join(self, plan: Any, varying: Optional[pa.Table]) -> Any:
-        if plan is None or varying is None or varying.num_rows == 0:
+        if varying is None or varying.num_rows == 0:
+            return None
+        edges = plan.table.schema if plan is not None else self.schemas.get(self.held_edge)
+        if edges is not None:           # every worker sees the edges' schema (every=True)
+            check_key_types(self.op, varying, edges, [self.on], [self.src])
+        if plan is None:
             return None
         return plan.spread(varying, self.on)
 

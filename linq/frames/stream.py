@@ -28,7 +28,7 @@ from naiad.graph import Stream
 from naiad.partition import route_keys
 from linq.frames.dense import aggregate
 from linq.frames.hashing import check_key_types as key_types, key_names
-from linq.frames.held import HeldJoin, check_key_types
+from linq.frames.held import HeldJoin, check_clash, check_key_types
 from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
 from linq.frames.vertices import (Accumulate, FrameError, MapTables, Split, _Checked,
@@ -169,7 +169,10 @@ class FrameStream:
             table = tables[0]
             key_types(op, table, keys)
             specs = [(c, k) for c, k, _ in partial]
-            ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
+            try:
+                ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise _unaggregatable(op, table, keys, aggs, exc) from exc
             return pa.table(dict(zip([*keys, *(p for _, _, p in partial)], [*ks, *vs])))
 
         kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
@@ -179,7 +182,9 @@ class FrameStream:
             for name, how, names in final:
                 cols = [got.column(n) for n in names]
                 if how == "mean":
-                    out[name] = pc.divide(pc.cast(cols[0], pa.float64()), cols[1])
+                    # Unsafe: an integer sum beyond 2**53 rounds, as Arrow's and pandas'
+                    # means do, instead of failing the cast.
+                    out[name] = pc.divide(pc.cast(cols[0], pa.float64(), safe=False), cols[1])
                 else:
                     out[name] = cols[0]
             return pa.table(out)
@@ -238,6 +243,7 @@ class FrameStream:
                     return None
                 return a if b is None else b
             check_key_types(op, a, b, left_keys, right_keys)
+            check_clash(op, a, b, left_keys, right_keys, how)
             return a.join(b, keys=left_keys, right_keys=right_keys, join_type=kind,
                           use_threads=False)
 
@@ -283,7 +289,9 @@ class FrameStream:
                        f"{self.stream.scope.path()}; enter the stream in the loop that uses it")
                 raise GraphError(msg)
             left = self._split(f"{op}.left", [on])
-            right = other._split(f"{op}.edges", [src])
+            # Every worker gets the edges' schema (once per epoch), to refuse a key type
+            # that differs from ``on``'s whichever rows it got, as the composed form does.
+            right = other._split(f"{op}.edges", [src], every=True)
             st = stages.new_stage(lambda: SpreadVertex(op, last, on, src, dst, weight, routes),
                                   name=op)
             st.new_input(left, _route)
@@ -377,6 +385,24 @@ def _callable(op: str, fn: Any) -> None:
 
 def _name(fn: Any) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _unaggregatable(op: str, table: pa.Table, keys: List[str], aggs: dict,
+                    exc: Exception) -> FrameError:
+    """The FrameError for an aggregation Arrow has no kernel for, naming it and its column."""
+    sample = table.slice(0, 1)
+    for name, (column, how) in aggs.items():
+        try:
+            aggregate(sample, keys, [(column, k) for k in (["sum", "count"] if how == "mean"
+                                                             else [how])], False)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            ctype = table.schema.field(column).type
+            msg = (f"{op}: the aggregation {name}=({column!r}, {how!r}) cannot run on the "
+                   f"column {column!r} of type {ctype} ({str(exc).splitlines()[0]}); cast it "
+                   "first (map_batches with table.cast(schema)), or choose an aggregation "
+                   "its type supports")
+            return FrameError(msg)
+    return FrameError(f"{op}: {exc}")
 
 
 def _threads(alone: bool, table: pa.Table, specs: Sequence[Tuple[str, str]]) -> bool:
