@@ -71,13 +71,17 @@ class Command:
 
 
 def _configure_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="MODULE:FUNCTION",
+    p.add_argument("target", metavar="MODULE:FUNCTION", nargs="?",
                    help="the SPMD program: a function taking the Computation")
     p.add_argument("flags", nargs=argparse.REMAINDER,
                    help="Naiad's flags: -p ID -n N -t T -h HOST:PORT ... (one per process)")
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.target is None:
+        msg = ("run: name the program, MODULE:FUNCTION, then Naiad's flags if any (e.g. "
+               "naiad run mymodule:program -p 0 -n 2 -h host0:2101 host1:2101)")
+        raise UsageError(msg)
     program = load_program(args.target)
     extra = unknown_flags(args.flags)
     if extra:

@@ -133,6 +133,11 @@ class StageDef:
             msg = (f"stage {self.name!r}: connect all inputs before using its outputs "
                    "(only a loop's feedback may be connected after its output is used)")
             raise GraphError(msg)
+        if self.kind != FEEDBACK and any(src == self.id for src, _ in
+                                         getattr(stream, "sources", ())):
+            msg = (f"stage {self.name!r}: its own output cannot be its input: a cycle must "
+                   "pass through a loop's feedback (stages.LoopContext(...).feedback())")
+            raise GraphError(msg)
         port = self.input_ports
         self.input_ports += 1
         self.graph.connect(stream, self, port, exchange)

@@ -300,6 +300,9 @@ def test_exit_codes_and_messages():
     assert usage.returncode == 2 and "the samples are:" in usage.stderr
     assert call("frobnicate").returncode == 2
     assert call("run", "no.such.module:program").returncode == 2
+    bare = call("run")            # the flags are optional: only the program is asked for
+    assert bare.returncode == 2 and "run: name the program, MODULE:FUNCTION" in bare.stderr
+    assert "flags" not in bare.stderr.split("e.g.")[0].replace("Naiad's flags if any", "")
     failed = call("run", "tests.dist_programs:failing")
     assert failed.returncode == 1, failed.stderr
     assert "no such key" in failed.stderr and "Traceback" not in failed.stderr

@@ -305,6 +305,20 @@ def test_cycle_without_feedback_is_refused(comp):
         st.new_input(out)
 
 
+def test_a_self_loop_is_refused_while_the_graph_is_built(comp):
+    """A stage's own output, not used by anything yet, connected back to it: refused at the
+    call that would close the cycle (not at activate), whether alone or in a concat."""
+    inp = comp.new_input()
+    st = stages.new_stage(Id, name="selfish")
+    st.new_input(inp.stream)
+    out = st.new_output()
+    with pytest.raises(naiad.GraphError, match=r"'selfish': its own output cannot be its "
+                                               r"input.*feedback"):
+        st.new_input(out)
+    with pytest.raises(naiad.GraphError, match="its own output"):
+        st.new_input(inp.stream.concat(out))
+
+
 def test_input_handle_instead_of_its_stream(comp):
     inp = comp.new_input()
     with pytest.raises(TypeError, match=r"\.stream"):
