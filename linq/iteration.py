@@ -92,7 +92,10 @@ def takes_loop(body: Callable) -> bool:
             sig.bind(None, None)
             return True
         except TypeError:
-            return False
+            name = getattr(body, "__name__", type(body).__name__)
+            msg = (f"iterate: the body {name}{sig} takes neither (x) nor (loop, x); write it "
+                   "as body(loop, x) -> the next value of x (or body(x))")
+            raise TypeError(msg) from None
     return False
 
 

@@ -175,6 +175,21 @@ def test_body_returning_something_else():
         run_dd(lambda c: c.iterate(body), [1])
 
 
+@pytest.mark.parametrize("body", [lambda: None, lambda loop, x, extra: x])
+def test_a_body_of_the_wrong_arity_is_named(body):
+    """As in the record and frame layers: the body's signature is named, and what to write."""
+    import pyarrow as pa
+    from linq import frames
+    from naiad.testing import run
+    with pytest.raises(TypeError, match=r"iterate: the body <lambda>\(.*\) takes neither \(x\) "
+                                        r"nor \(loop, x\)"):
+        run_dd(lambda c: c.iterate(body), [1])
+    with pytest.raises(TypeError, match=r"iterate: the body <lambda>"):
+        run(lambda comp, s: s.iterate(body, 2), [[1]])
+    with pytest.raises(TypeError, match=r"iterate: the body <lambda>"):
+        run(lambda comp, s: frames.of(s).iterate(body, 2).stream, [[pa.table({"a": [1]})]])
+
+
 def test_body_returning_an_outer_collection():
     with pytest.raises(naiad.GraphError, match="not of its loop"):
         run_dd(lambda c: c.iterate(lambda loop, x: c), [1])

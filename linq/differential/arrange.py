@@ -312,7 +312,7 @@ class Arrangement:
             no_other_key(other_key)
             need_callable("join", "result", result, "result(a, b) -> record")
             op = label("join", self.key, other.key, result)
-            return Collection(join_sides(op, self, other, result, self.key))
+            return Collection(join_sides(op, self, other, result, self.key))._repeating()
         if not isinstance(other, Collection):
             msg = (f"join needs a differential Collection or Arrangement; got "
                    f"{type(other).__name__}")
@@ -320,8 +320,8 @@ class Arrangement:
         need_callable("join", "other_key", other_key, "other_key(record) -> hashable")
         need_callable("join", "result", result, "result(a, b) -> record")
         op = label("join", self.key, other_key, result)
-        return Collection(join_sides(op, self, other._keyed(op, other_key, None), result,
-                                     other_key))
+        return Collection(join_sides(op, self, other._keyed(op, other_key, None, other.repeats),
+                                     result, other_key))._repeating()
 
     # ---- reductions, reading the shared trace ------------------------------------------------
     def group_by(self, reducer: Callable[[Hashable, list], Iterable[Any]]) -> Any:

@@ -168,6 +168,10 @@ class Collection:
         # The output of an operator that emits, per time, only real changes of its own records
         # (a reduction, consolidate): a loop ending with one needs no consolidation of its own.
         self.consolidated = False
+        # The output of a join, or made from one: a batch may repeat a record many times (each
+        # pair of updates is one change), so what arranges it sums it first, as differential
+        # dataflow's arrangements do; a join of joins then pairs sums, not every repetition.
+        self.repeats = False
 
     # ---- plumbing ------------------------------------------------------------------------
     @property
@@ -189,7 +193,11 @@ class Collection:
         return self._stream.scope
 
     def _with(self, kind: str, f: Callable, op: str) -> "Collection":
-        return Collection(self._stream, self._steps + ((kind, f, op),))
+        return Collection(self._stream, self._steps + ((kind, f, op),))._repeating(self.repeats)
+
+    def _repeating(self, repeats: bool = True) -> "Collection":
+        self.repeats = repeats
+        return self
 
     def _keyed(self, op: str, key: Optional[Callable], value: Union[Callable, None, bool],
                consolidate: bool = False) -> Stream:
@@ -290,7 +298,8 @@ class Collection:
         need_callable("inspect", "function", fn, "fn(record, time, diff)")
         # Made a stage of its own at once (with the steps before it), not fused into each
         # reader's arrangement, which would call ``fn`` once per reader.
-        return Collection(self._with("inspect", fn, label("inspect", fn)).stream)
+        return Collection(self._with("inspect", fn, label("inspect", fn)).stream)._repeating(
+            self.repeats)
 
     def concat(self, *others: "Collection") -> "Collection":
         """The multiset sum of this collection and ``others``."""
@@ -298,7 +307,8 @@ class Collection:
             self._same("concat", o)
         if not others:
             return self
-        return Collection(self.stream.concat(*[o.stream for o in others]))
+        return Collection(self.stream.concat(*[o.stream for o in others]))._repeating(
+            self.repeats or any(o.repeats for o in others))
 
     # ---- keyed operators -------------------------------------------------------------------
     def _reduce(self, op: str, logic, key: Optional[Callable], value: Any, fn: Any,
@@ -361,7 +371,8 @@ class Collection:
         need_callable("arrange", "key", key, "key(record) -> hashable")
         op = label("arrange", key)
         handle = Handle()
-        stream = stages.unary(self._keyed(op, key, None), lambda: ArrangeVertex(op, handle, key),
+        stream = stages.unary(self._keyed(op, key, None, self.repeats),
+                              lambda: ArrangeVertex(op, handle, key),
                               partition_by=_key, name=op)
         return Arrangement(stream, handle, key, op)
 
@@ -376,19 +387,19 @@ class Collection:
             need_callable("join", "key", key, "key(record) -> hashable")
             need_callable("join", "result", result, "result(a, b) -> record")
             op = label("join", key, other.key, result)
-            return Collection(join_sides(op, self._keyed(op, key, None), other,
-                                         cast(Callable, result), key))
+            return Collection(join_sides(op, self._keyed(op, key, None, self.repeats), other,
+                                         cast(Callable, result), key))._repeating()
         self._same("join", other)
         need_callable("join", "key", key, "key(record) -> hashable")
         need_callable("join", "other_key", other_key, "other_key(record) -> hashable")
         need_callable("join", "result", result, "result(a, b) -> record")
         op = label("join", key, other_key, result)
-        left = self._keyed(op, key, None)
-        right = other._keyed(op, other_key, None)
+        left = self._keyed(op, key, None, self.repeats)
+        right = other._keyed(op, other_key, None, other.repeats)
         pair = cast(Callable[[Any, Any], Any], result)
         out = stages.binary(left, right, lambda: JoinVertex(op, pair, key),
                             partition_by_left=_key, partition_by_right=_key, name=op)
-        return Collection(out)
+        return Collection(out)._repeating()
 
     def semijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
         """The records whose ``key(record)`` is in ``keys`` (taken as a set)."""
@@ -399,11 +410,11 @@ class Collection:
         self._same(name, keys)
         need_callable(name, "key", key, "key(record) -> hashable")
         op = label(name, key)
-        left = self._keyed(op, key, None)
+        left = self._keyed(op, key, None, self.repeats)
         right = keys.distinct()._keyed(op, None, False)
         out = stages.binary(left, right, lambda: JoinVertex(op, _left, key),
                             partition_by_left=_key, partition_by_right=_key, name=op)
-        return Collection(out)
+        return Collection(out)._repeating(self.repeats)
 
     def antijoin(self, keys: "Collection", key: Callable[[Any], Hashable]) -> "Collection":
         """The records whose ``key(record)`` is not in ``keys`` (taken as a set)."""

@@ -59,7 +59,8 @@ class Loop:
             msg = (f"loop {self.name!r}: enter needs a collection of the scope enclosing the "
                    f"loop ({self.outer.path()}); this one is in {collection.scope.path()}")
             raise GraphError(msg)
-        return Collection(self.context.enter(collection._stream), collection._steps)
+        return Collection(self.context.enter(collection._stream), collection._steps)._repeating(
+            collection.repeats)
 
     def enter_at(self, collection: Collection, at: Callable[[Any], int]) -> Collection:
         """``collection`` from iteration ``at(record)`` on (a record is absent before): the
