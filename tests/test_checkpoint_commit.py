@@ -53,38 +53,58 @@ def oracle(epochs: List[List[str]]) -> Dict[int, list]:
     return out
 
 
-def test_process_0_commits_only_once_every_part_is_written(tmp_path):
-    rng = random.Random(SEED)
+def _lines(seed: int, count: int) -> List[List[str]]:
+    """``count`` epochs of 8 lines of 6 words from a vocabulary of 40."""
+    rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(40)]
-    epochs = [[" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(8)]
-              for _ in range(12)]
-    ckpt = tmp_path / "ckpt"
+    return [[" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(8)]
+            for _ in range(count)]
 
+
+def _totals(comp, inp):
+    """The running word totals of ``inp``'s lines, collected."""
+    return stages.unary(count_words(comp, inp.stream), RunningTotal,
+                        partition_by=lambda wc: wc[0], name="totals").collect()
+
+
+def _slow_disk(epochs, process: int, seconds: float, note, tmp_path=None):
+    """The running totals of ``epochs``, with process ``process``'s disk taking ``seconds``
+    to write each part; ``note(comp, epoch, noted)`` is asked before each write, and what it
+    returns (unless None) is returned beside the results."""
     def program(comp):
-        with open(tmp_path / f"starts-{comp.process_index}", "a") as f:
-            f.write("start\n")
+        if tmp_path is not None:
+            with open(tmp_path / f"starts-{comp.process_index}", "a") as f:
+                f.write("start\n")
         inp = comp.new_input(name="lines")
-        totals = stages.unary(count_words(comp, inp.stream), RunningTotal,
-                              partition_by=lambda wc: wc[0], name="totals")
-        got = totals.collect()
+        got = _totals(comp, inp)
         comp.activate()
-        early: List[int] = []
-        if comp.process_index == 1:
+        noted: List[int] = []
+        if comp.process_index == process:
             store = comp.store
             write_part = store.write_part
 
             def slow_write_part(epoch, *args):
-                time.sleep(0.3)          # a slow disk, in process 1 only
-                if epoch in list_checkpoints(store.root):
-                    early.append(epoch)
+                value = note(comp, epoch, noted)
+                if value is not None:
+                    noted.append(value)
+                time.sleep(seconds)
                 return write_part(epoch, *args)
             store.write_part = slow_write_part
         for lines in epochs:
             inp.on_next(lines[comp.process_index::2])
         inp.on_completed()
         comp.join(timeout=60)
-        return got.results, early
+        return got.results, noted
+    return program
 
+
+def test_process_0_commits_only_once_every_part_is_written(tmp_path):
+    epochs = _lines(SEED, 12)
+    ckpt = tmp_path / "ckpt"
+
+    def early(comp, epoch, noted):      # committed before this process wrote its part?
+        return epoch if epoch in list_checkpoints(comp.store.root) else None
+    program = _slow_disk(epochs, 1, 0.3, early, tmp_path)
     parts = naiad.execute(program, processes=2, checkpoint_dir=str(ckpt), checkpoint_every=3,
                           checkpoint_keep=10)
     assert [(tmp_path / f"starts-{p}").read_text().split() for p in (0, 1)] == [["start"]] * 2
@@ -107,38 +127,16 @@ def test_a_slow_disk_holds_the_inputs_back_instead_of_piling_up_checkpoints(tmp_
     cuts wait for room, so at most ``PENDING`` checkpoints wait to be written (their states
     held in memory) beside the one being written, and the run's output is complete."""
     from naiad.recovery.committer import PENDING
-    rng = random.Random(SEED + 1)
-    vocab = [f"w{i}" for i in range(40)]
-    epochs = [[" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(8)]
-              for _ in range(14)]
+    epochs = _lines(SEED + 1, 14)
 
-    def program(comp):
-        inp = comp.new_input(name="lines")
-        totals = stages.unary(count_words(comp, inp.stream), RunningTotal,
-                              partition_by=lambda wc: wc[0], name="totals")
-        got = totals.collect()
-        comp.activate()
-        behind: List[int] = []
-        if comp.process_index == 0:
-            store, coordinator = comp.store, comp.coordinator
-            write_part = store.write_part
-
-            def slow_write_part(epoch, *args):
-                behind.append(coordinator.taken - len(behind) - 1)
-                time.sleep(0.2)
-                return write_part(epoch, *args)
-            store.write_part = slow_write_part
-        for lines in epochs:
-            inp.on_next(lines[comp.process_index::2])
-        inp.on_completed()
-        comp.join(timeout=60)
-        return got.results, behind
-
+    def behind(comp, epoch, noted):     # checkpoints cut, and not yet written
+        return comp.coordinator.taken - len(noted) - 1
+    program = _slow_disk(epochs, 0, 0.2, behind)
     parts = naiad.execute(program, processes=2, checkpoint_dir=str(tmp_path / "ckpt"),
                           checkpoint_every=1)
-    behind = parts[0][1]
-    assert len(behind) == len(epochs) - 1
-    assert max(behind) <= PENDING, behind
+    lags = parts[0][1]
+    assert len(lags) == len(epochs) - 1
+    assert max(lags) <= PENDING, lags
     merged = {e: sorted(r for results, _ in parts for r in results.get(e, []))
               for e in range(len(epochs))}
     assert merged == oracle(epochs)

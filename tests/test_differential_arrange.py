@@ -224,21 +224,16 @@ def test_arrangement_errors_name_what_to_do():
     assert naiad.execute(program) == [True]
 
 
-def test_an_arrangement_inside_a_loop_is_shared_by_its_joins():
-    """Reachability with the entered edges arranged once inside the loop, read by two joins
-    (forward and backward steps), against a plain fixed point."""
-    rng = random.Random(5)
-    edges = sorted({(rng.randrange(30), rng.randrange(30)) for _ in range(60)})
-    roots = [0, 7]
-
+def reach_in_loop(edges, roots, step) -> None:
+    """``roots`` iterated to a fixed point by ``x.concat(*step(arr, x)).distinct()``, with
+    ``arr`` the entered edges arranged by source inside the loop, at 1 and 2 processes, against
+    the plain fixed point from ``roots`` (and the nodes ``step``'s ``extra(edges)`` adds)."""
     def program(comp):
         e_in, r_in = dd.new_input(comp, name="edges"), dd.new_input(comp, name="roots")
 
         def body(loop, x):
             arr = loop.enter(e_in.collection).arrange(key=lambda e: e[0])
-            fwd = x.join(arr, key=lambda n: n, result=lambda n, e: e[1])
-            two = fwd.join(arr, key=lambda n: n, result=lambda n, e: e[1])
-            return x.concat(fwd, two).distinct()
+            return x.concat(*step.body(arr, x)).distinct()
         got = r_in.collection.iterate(body).collect()
         comp.activate()
         me, n = comp.process_index, comp.processes
@@ -248,7 +243,7 @@ def test_an_arrangement_inside_a_loop_is_shared_by_its_joins():
         r_in.on_completed()
         comp.join(timeout=60)
         return got.at(0)
-    reach = set(roots)
+    reach = set(roots) | step.extra(edges)
     while True:
         more = reach | {d for s, d in edges if s in reach}
         if more == reach:
@@ -259,6 +254,27 @@ def test_an_arrangement_inside_a_loop_is_shared_by_its_joins():
         for part in naiad.execute(program, processes=processes, workers=2):
             merged.update(part)
         assert dict(merged) == {r: 1 for r in reach}
+
+
+class _TwoSteps:
+    """One and two steps along the edges, both joins reading the arrangement."""
+
+    @staticmethod
+    def body(arr, x):
+        fwd = x.join(arr, key=lambda n: n, result=lambda n, e: e[1])
+        return [fwd, fwd.join(arr, key=lambda n: n, result=lambda n, e: e[1])]
+
+    @staticmethod
+    def extra(edges):
+        return set()
+
+
+def test_an_arrangement_inside_a_loop_is_shared_by_its_joins():
+    """Reachability with the entered edges arranged once inside the loop, read by two joins
+    (forward and backward steps), against a plain fixed point."""
+    rng = random.Random(5)
+    edges = sorted({(rng.randrange(30), rng.randrange(30)) for _ in range(60)})
+    reach_in_loop(edges, [0, 7], _TwoSteps)
 
 
 @pytest.mark.timeout(180)

@@ -17,7 +17,7 @@ from linq.differential.operators import ReduceVertex
 from linq.differential.testing import arrangement_sizes
 from naiad.errors import VertexError
 from naiad.testing import shard
-from tests.test_differential_arrange import _at, _updates
+from tests.test_differential_arrange import _at, _updates, reach_in_loop
 
 
 def _oracle(a: Counter) -> Counter:
@@ -124,42 +124,26 @@ def test_a_reduction_keeps_no_copy_of_the_arrangement():
     assert all(u <= 3 * live_keys for _, u in reductions)
 
 
+class _Hubs:
+    """A step along the edges, and the nodes of out-degree 3 or more (a count of the same
+    arrangement)."""
+
+    @staticmethod
+    def body(arr, x):
+        fwd = x.join(arr, key=lambda n: n, result=lambda n, e: e[1])
+        return [fwd, arr.count().filter(lambda kn: kn[1] >= 3).map(lambda kn: kn[0])]
+
+    @staticmethod
+    def extra(edges):
+        return {s for s, d in Counter(s for s, _ in edges).items() if d >= 3}
+
+
 def test_reductions_of_an_arrangement_inside_a_loop():
     """Reachability where a node with out-degree 3 or more is reached from the start: the
     entered edges are arranged once inside the loop, read by a join and a count."""
     rng = random.Random(9)
     edges = sorted({(rng.randrange(40), rng.randrange(40)) for _ in range(70)})
-    roots = [0]
-
-    def program(comp):
-        e_in, r_in = dd.new_input(comp, name="edges"), dd.new_input(comp, name="roots")
-
-        def body(loop, x):
-            arr = loop.enter(e_in.collection).arrange(key=lambda e: e[0])
-            fwd = x.join(arr, key=lambda n: n, result=lambda n, e: e[1])
-            hubs = arr.count().filter(lambda kn: kn[1] >= 3).map(lambda kn: kn[0])
-            return x.concat(fwd, hubs).distinct()
-        got = r_in.collection.iterate(body).collect()
-        comp.activate()
-        me, n = comp.process_index, comp.processes
-        e_in.on_next(shard(edges, me, n))
-        r_in.on_next(shard(roots, me, n))
-        e_in.on_completed()
-        r_in.on_completed()
-        comp.join(timeout=60)
-        return got.at(0)
-    degree = Counter(s for s, _ in edges)
-    reach = set(roots) | {s for s, d in degree.items() if d >= 3}
-    while True:
-        more = reach | {d for s, d in edges if s in reach}
-        if more == reach:
-            break
-        reach = more
-    for processes in (1, 2):
-        merged: Counter = Counter()
-        for part in naiad.execute(program, processes=processes, workers=2):
-            merged.update(part)
-        assert dict(merged) == {r: 1 for r in reach}
+    reach_in_loop(edges, [0], _Hubs)
 
 
 @pytest.mark.timeout(180)
