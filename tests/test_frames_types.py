@@ -32,6 +32,24 @@ def test_the_mean_of_large_integers_is_pandas_mean(processes, workers):
         k: (want.loc[k, "mean"], want.loc[k, "sum"]) for k in want.index}
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_mean_whose_integer_sum_would_wrap_is_pandas_mean(workers):
+    """The sum of 2**62 + 1 and 2**62 + 3 wraps in int64: a mean sums in float64."""
+    table = pa.table({"k": [1, 1, 2, 2], "v": [2 ** 62 + 1, 2 ** 62 + 3, -(2 ** 62), -(2 ** 62)]})
+
+    def program(comp):
+        inp = comp.new_input()
+        got = frames.of(inp.stream).group_by("k", m=("v", "mean"), n=("v", "count")).collect()
+        comp.activate()
+        inp.on_next([table.slice(0, 1), table.slice(1)])
+        inp.on_completed()
+        comp.join()
+        return [r for t in got.results.get(0, []) for r in t.to_pylist()]
+    rows = naiad.execute(program, workers=workers)[0]
+    want = table.to_pandas().groupby("k")["v"].mean().to_dict()
+    assert {r["k"]: (r["m"], r["n"]) for r in rows} == {k: (m, 2) for k, m in want.items()}
+
+
 RANKS = pa.table({"node": [0, 1, 2], "x": [1.0, 2.0, 4.0]})
 
 

@@ -233,6 +233,38 @@ def test_random_feed_orders_cut_the_same_boundaries(tmp_path, processes):
         assert list_checkpoints(ckpt) == list(range(every, max(counts), every)), (seed, plans)
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_boundary_no_input_is_fed_past_is_not_cut(tmp_path, processes):
+    """a has 2 epochs, b 1, checkpoint_every=1: only boundary 1 is passed. Process 0 feeds a
+    first (its epoch 1 held back for b) and completes b at 1 while a is at 2, then a; process
+    1 feeds b first. Both cut at 1 only: a completion does not cut the boundary an open input
+    has reached without passing it."""
+    def program(comp):
+        a, b = comp.new_input(name="a"), comp.new_input(name="b")
+        got = a.stream.concat(b.stream).collect()
+        comp.activate()
+        if comp.process_index == 0:
+            a.on_next(["a0"])
+            a.on_next(["a1"])
+            b.on_next(["b0"])
+            b.on_completed()
+            a.on_completed()
+        else:
+            b.on_next(["b0"])
+            b.on_completed()
+            a.on_next(["a0"])
+            a.on_next(["a1"])
+            a.on_completed()
+        comp.join(timeout=60)
+        return {e: sorted(r) for e, r in got.results.items()}
+    ckpt = str(tmp_path / "ckpt")
+    parts = naiad.execute(program, processes=processes, max_restarts=0, checkpoint_dir=ckpt,
+                          checkpoint_every=1, checkpoint_keep=100)
+    assert list_checkpoints(ckpt) == [1]
+    assert _merged([(p, None) for p in parts]) == {
+        0: sorted(["a0", "b0"] * processes), 1: ["a1"] * processes}
+
+
 def test_checkpoint_on_demand_beside_the_policy_with_epochs_held(tmp_path):
     """a runs ahead (epochs from 3 on held) and completes; b is fed to 3 and comp.checkpoint()
     is called there: the policy's cut at 3 is that checkpoint, the epochs held before the next

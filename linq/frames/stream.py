@@ -151,7 +151,8 @@ class FrameStream:
                        f"one of {', '.join(AGGREGATIONS)}")
                 raise TypeError(msg)
             column, how = spec
-            kernels = ["sum", "count"] if how == "mean" else [how]
+            # A mean sums in float64 (as Arrow's and pandas' do): an integer sum may wrap.
+            kernels = ["fsum", "count"] if how == "mean" else [how]
             names = []
             for kernel in kernels:
                 pname = next((p for c, k, p in partial if (c, k) == (column, kernel)),
@@ -168,23 +169,27 @@ class FrameStream:
         def combine_local(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
             table = tables[0]
             key_types(op, table, keys)
-            specs = [(c, k) for c, k, _ in partial]
+            specs = []
             try:
+                for c, k, p in partial:
+                    if k == "fsum":          # the float64 column summed for a mean
+                        table = table.append_column(
+                            f"{p}f", pc.cast(table.column(c), pa.float64(), safe=False))
+                        c, k = f"{p}f", "sum"
+                    specs.append((c, k))
                 ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
             except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise _unaggregatable(op, table, keys, aggs, exc) from exc
             return pa.table(dict(zip([*keys, *(p for _, _, p in partial)], [*ks, *vs])))
 
-        kinds = {p: ("sum" if k in ("sum", "count") else k) for _, k, p in partial}
+        kinds = {p: ("sum" if k in ("sum", "count", "fsum") else k) for _, k, p in partial}
 
         def finish(got: pa.Table) -> pa.Table:
             out = {k: got.column(k) for k in keys}
             for name, how, names in final:
                 cols = [got.column(n) for n in names]
-                if how == "mean":
-                    # Unsafe: an integer sum beyond 2**53 rounds, as Arrow's and pandas'
-                    # means do, instead of failing the cast.
-                    out[name] = pc.divide(pc.cast(cols[0], pa.float64(), safe=False), cols[1])
+                if how == "mean":              # a float64 sum over a count
+                    out[name] = pc.divide(cols[0], cols[1])
                 else:
                     out[name] = cols[0]
             return pa.table(out)

@@ -175,10 +175,13 @@ class Coordinator:
             still = [i for i in inputs if not i.completed]
             if any(i.epoch < b for i in still):
                 return       # another input lags: what is fed past b waits for it
-            if not still and not any(h[0] >= b and h[2][0] == INPUT_EPOCH
-                                     for i in inputs for h in i.held):
-                for i in inputs:
-                    i.release(None)     # every input is completed and no epoch passes b
+            if epoch is None and not any(h[0] >= b and h[2][0] == INPUT_EPOCH
+                                         for i in inputs for h in i.held):
+                # An input completed, and no epoch is fed past b yet: b is cut when one is
+                # (before_epoch), or never, as in every other feed order.
+                if not still:
+                    for i in inputs:
+                        i.release(None)
                 return
             # An input is fed past b and every other one up to b or completed: b is cut,
             # whichever completed first, so that every feed order cuts the same boundaries.
