@@ -6,9 +6,10 @@ scheduling loop pays one ``is None`` test per batch.  The meter keeps running to
 (records in and out, batches, busy seconds) and per connector and destination (batches, records),
 which the monitor reads from another thread (plain int and float updates, so a reader sees a
 value that was true a moment ago), and, when tracing, writes one JSON object per event to
-``PATH/worker-<index>.jsonl``.  Events are written in batches, at most :data:`FLUSH_SECONDS`
-after they happen (the rare ones, such as ``start``, ``checkpoint`` and ``failure``, at once),
-so a process killed with SIGKILL loses only its last moment's events.  The schema is in docs/observability.md and :mod:`naiad.tracing`.
+``PATH/worker-<index>.jsonl``.  Events are written in batches, at most about
+:data:`FLUSH_SECONDS` after they happen, by the worker or, when it is idle, by its process's
+flusher thread (the rare ones, such as ``start``, ``checkpoint`` and ``failure``, at once), so
+a process killed with SIGKILL loses only its last moment's events.  The schema is in docs/observability.md and :mod:`naiad.tracing`.
 
 >>> m = Meter(worker=0, process=0)
 >>> m.ran(2, "recv", (0, ()), 10, 4, 0.001)
@@ -22,6 +23,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Tuple
 
@@ -95,7 +97,9 @@ class Meter:
         self.frontier_clock = 0.0
         self.finished = False
         self._out: Optional[IO[bytes]] = None
-        self._lines: List[str] = []
+        # Appended by the worker, taken from the left by whichever thread flushes (deque's
+        # append and popleft are atomic): no event is lost or written twice.
+        self._lines: "deque[str]" = deque()
         self._flush_at = 0.0             # time.time() after which the next event flushes
         self._write_lock = threading.Lock()     # the worker, and a stop from another thread
         if trace_dir is not None:
@@ -196,11 +200,18 @@ class Meter:
         """Write the events kept so far (from the worker, or from a signal handler stopping
         the process: each event is written once, whole)."""
         with self._write_lock:
-            lines, self._lines = self._lines, []
             self._flush_at = time.time() + FLUSH_SECONDS
+            pending = self._lines
+            lines = [pending.popleft() for _ in range(len(pending))]
             if self._out is not None and lines:
                 self._out.write(("\n".join(lines) + "\n").encode())
                 self._out.flush()
+
+    def flush_if_due(self) -> None:
+        """Write the events kept for longer than :data:`FLUSH_SECONDS` (an idle worker's:
+        called by the process's flusher thread)."""
+        if self._lines and time.time() >= self._flush_at:
+            self.flush()
 
     def close(self, failure: Optional[str] = None) -> None:
         """The worker ended: final event, file closed."""

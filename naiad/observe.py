@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from naiad.console import ConsoleProgress
 from naiad.files import write_atomic
-from naiad.meter import Meter
+from naiad.meter import FLUSH_SECONDS, Meter
+from naiad.ticker import Ticker
 from naiad.picture import graph_json
 from naiad.transport.security import resolve_secret
 
@@ -53,6 +54,7 @@ class Observer:
         self.process_meter: Optional[Meter] = None
         self.reporter: Optional[monitor.Reporter] = None
         self.sink: Optional[Callable[..., None]] = None
+        self.flusher: Optional[Ticker] = None
         self.server: Optional[monitor.MonitorServer] = None
 
     def meter_for(self, worker: int) -> Meter:
@@ -67,6 +69,8 @@ class Observer:
         if self.trace_dir is not None:
             self.process_meter = Meter(-1, comp.process_index, self.trace_dir,
                                        name=f"process-{comp.process_index}")
+            # An idle worker writes nothing: its kept events are written from here.
+            self.flusher = Ticker(self._flush_due, FLUSH_SECONDS, "naiad-trace-flush")
             if comp.process_index == 0:
                 layout = {"processes": comp.processes, "workers": comp.workers_per_process}
                 write_atomic(Path(self.trace_dir) / "graph.json",
@@ -142,8 +146,14 @@ class Observer:
             except Exception:  # noqa: BLE001 - the page is a diagnostic
                 pass
 
+    def _flush_due(self) -> None:
+        for m in self.meters:
+            m.flush_if_due()
+
     def close(self) -> None:
         """The computation ended: the last report, trace files closed."""
+        if self.flusher is not None:
+            self.flusher.stop()
         if self.reporter is not None:
             self.reporter.stop()
         if self.process_meter is not None:

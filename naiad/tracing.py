@@ -99,10 +99,13 @@ def keep_attempt(path: Any, attempt: int) -> None:
 
 
 def clear_attempts(path: Any) -> None:
-    """Remove the failed attempts an earlier run left in the trace directory ``path``, once
-    it is known to be this user's private directory (not a link planted to another)."""
-    for directory in _attempt_dirs(trace_directory(path)):
+    """Remove the failed attempts and the launcher's failure an earlier run left in the trace
+    directory ``path``, once it is known to be this user's private directory (not a link
+    planted to another)."""
+    root = trace_directory(path)
+    for directory in _attempt_dirs(root):
         shutil.rmtree(directory, ignore_errors=True)
+    (root / "launcher.jsonl").unlink(missing_ok=True)
 
 
 def _table(header: Tuple[str, ...], rows: List[Tuple[Any, ...]]) -> List[str]:

@@ -252,3 +252,31 @@ def test_a_commit_journal_pruned_while_another_process_looks_is_no_damage(tmp_pa
         warnings.simplefilter("error", CheckpointWarning)
         assert other.committed() == [4]
     other.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_program_that_drains_its_subscriber_after_feeding_is_not_held(tmp_path, processes):
+    """The subscriber hands each epoch to the program through a queue of 2, which the program
+    reads only after feeding every epoch, with a checkpoint at each: a checkpoint's commit
+    waits for the subscriber, which waits for the program; the cuts must not wait for those
+    commits (the bound on pending checkpoints counts the disk's work only)."""
+    import queue
+
+    epochs = 10
+
+    def program(comp):
+        inp = comp.new_input(name="n")
+        handed: "queue.Queue" = queue.Queue(maxsize=2)
+        inp.stream.subscribe(lambda e, recs: handed.put((e, sorted(recs))))
+        comp.activate()
+        for e in range(epochs):
+            inp.on_next([e])
+        inp.on_completed()
+        got = [handed.get(timeout=30) for _ in range(epochs)]
+        comp.join(timeout=30)
+        return got
+
+    parts = naiad.execute(program, processes=processes, checkpoint_dir=str(tmp_path / "ckpt"),
+                          checkpoint_every=1)
+    assert all(got == [(e, [e]) for e in range(epochs)] for got in parts)

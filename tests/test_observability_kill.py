@@ -106,3 +106,52 @@ def test_the_page_shows_a_restart_and_every_attempts_checkpoints(tmp_path, capfd
     [restart] = view["restarts"]
     assert restart.startswith("ComputationFailed: process 1") and "SIGKILL" in restart
     assert [c["epoch"] for c in view["checkpoints"]] == [2, 4, 6]
+
+
+def test_an_idle_workers_events_are_written_before_a_kill(tmp_path):
+    """Process 1 runs epochs 0-2, idles 2 s, and is killed: its worker wrote nothing after
+    those epochs, and their events are on disk all the same (its process's flusher wrote
+    them FLUSH_SECONDS after they happened)."""
+    trace = tmp_path / "trace"
+
+    def program(comp):
+        inp = comp.new_input(name="n")
+        probe = inp.stream.probe()
+        inp.stream.collect()
+        comp.activate()
+        for e in range(3):
+            inp.on_next([e, e + 100])
+        probe.wait(2, timeout=30)
+        time.sleep(2.0)
+        if comp.process_index == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(5)
+        inp.on_completed()
+        comp.join(timeout=30)
+    with pytest.raises(naiad.errors.ComputationFailed, match="killed by SIGKILL"):
+        naiad.execute(program, processes=2, trace=trace)
+    runs = [e for e in _events(trace / "worker-1.jsonl") if e["ev"] == "run"]
+    assert {e["t"][0] for e in runs} == {0, 1, 2}
+
+
+def test_a_later_run_does_not_inherit_the_launchers_failure(tmp_path):
+    trace = tmp_path / "trace"
+
+    def program(fail):
+        def run(comp):
+            inp = comp.new_input(name="x")
+            inp.stream.collect()
+            comp.activate()
+            for e in range(3):
+                inp.on_next([e])
+            if fail and comp.process_index == 1:
+                raise RuntimeError("boom in process 1")
+            inp.on_completed()
+            comp.join(timeout=30)
+        return run
+    with pytest.raises(RuntimeError, match="boom in process 1"):
+        naiad.execute(program(True), processes=2, trace=trace)
+    assert (trace / "launcher.jsonl").exists()
+    naiad.execute(program(False), processes=2, trace=trace)
+    assert not (trace / "launcher.jsonl").exists()
+    assert "fail" not in summarize(read_trace(str(trace)))

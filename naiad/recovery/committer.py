@@ -10,6 +10,10 @@ previous one (whose input logs are kept until the next commit).  A failure in th
 fails the computation.  At most :data:`PENDING` checkpoints wait to be written: a cut beyond
 that waits for room, so a disk slower than the checkpoints come holds the inputs back instead
 of piling the states up in memory (and process 0's commits never fall far behind the parts).
+The bound holds only while the thread writes: while a job waits for something other than the
+disk (:meth:`Committer.elsewhere`: subscribers to hand out the epochs before the boundary,
+other processes to write their parts), a cut goes on.  Those may wait for the program itself,
+which would otherwise wait for room for ever.
 
 >>> done = []
 >>> c = Committer(on_error=done.append)
@@ -24,7 +28,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Optional
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 from naiad.errors import NaiadError
 
@@ -39,7 +45,10 @@ class Committer:
 
     def __init__(self, on_error: Callable[[BaseException], None], pending: int = PENDING):
         self.on_error = on_error
-        self._room = threading.BoundedSemaphore(pending)   # checkpoint jobs, not flushes
+        self.pending = pending
+        self._cv = threading.Condition()
+        self._submitted = 0          # checkpoint jobs submitted and not finished
+        self._elsewhere = 0          # > 0 while the running job waits other than on the disk
         self._jobs: "queue.Queue[Optional[Callable[[], None]]]" = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="naiad-committer", daemon=True)
         self._thread.start()
@@ -58,19 +67,40 @@ class Committer:
 
     def submit(self, job: Callable[[], None], timeout: float = 600.0) -> None:
         """Run ``job`` after the jobs submitted before it, once fewer than ``pending``
-        submitted jobs are still to run (waiting at most ``timeout`` seconds for that)."""
-        if not self._room.acquire(timeout=timeout):
-            msg = (f"checkpoints were cut faster than they could be written: none of the "
-                   f"pending ones was written within {timeout:.0f} s (the disk is very slow, "
-                   "or another process never wrote its part)")
-            raise NaiadError(msg)
+        submitted jobs are still to run or the running one waits elsewhere (waiting at most
+        ``timeout`` seconds for that)."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._submitted >= self.pending and not self._elsewhere:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    msg = (f"checkpoints were cut faster than they could be written: none of "
+                           f"the pending ones was written within {timeout:.0f} s (the disk is "
+                           "very slow)")
+                    raise NaiadError(msg)
+                self._cv.wait(left)
+            self._submitted += 1
 
         def run() -> None:
             try:
                 job()
             finally:
-                self._room.release()
+                with self._cv:
+                    self._submitted -= 1
+                    self._cv.notify_all()
         self._jobs.put(run)
+
+    @contextmanager
+    def elsewhere(self) -> Iterator[None]:
+        """Within a job: a wait for something other than the disk (the bound is lifted)."""
+        with self._cv:
+            self._elsewhere += 1
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._elsewhere -= 1
 
     def flush(self, timeout: float) -> None:
         """Wait until every submitted job has run (TimeoutError naming the bound if not)."""

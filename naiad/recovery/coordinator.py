@@ -388,8 +388,9 @@ class Coordinator:
         then what the newest ``keep`` checkpoints no longer need is pruned."""
         comp, store = self.comp, self.store
         cpu0 = _time.thread_time()
-        for sub in comp.subscriptions:   # delivered and marked before the checkpoint commits
-            sub.wait_delivered(epoch, self.bound)
+        with self.committer.elsewhere():    # the subscribers may wait for the program
+            for sub in comp.subscriptions:  # delivered and marked before the commit
+                sub.wait_delivered(epoch, self.bound)
         states = {w: st for w, (st, _, _) in snaps.items()}
         notifications = [n for _, (_, ns, _) in snaps.items() for n in ns]
         open_inputs: Dict[int, int] = {}
@@ -398,7 +399,8 @@ class Coordinator:
                 open_inputs[sid] = open_inputs.get(sid, 0) + (e is not None)
         fingerprint = self.fingerprint
         size, where = store.write_part(epoch, fingerprint, states, notifications, open_inputs)
-        parts = comp.fabric.gather(f"written-{epoch}", self.bound, where)  # process 0 waits
+        with self.committer.elsewhere():    # process 0 waits for the others' parts
+            parts = comp.fabric.gather(f"written-{epoch}", self.bound, where)
         if comp.process_index == 0:
             store.commit(epoch, fingerprint, {**parts, 0: where})
         store.prune()
