@@ -43,6 +43,7 @@ class Deliverer:
         self.failed = False
         self._halted = False
         self._busy = threading.Lock()        # held through one call of deliver (fn and mark)
+        self.calling_since: Optional[float] = None   # monotonic start of the current call
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"naiad-{name}", daemon=True)
@@ -61,16 +62,24 @@ class Deliverer:
                 if self._halted:
                     return
                 if not self.failed:
+                    self.calling_since = _time.monotonic()
                     try:
                         self.deliver(epoch, records)
                     except BaseException as exc:  # noqa: BLE001 - reaches the computation
                         self.failed = True
                         self.on_error(exc, epoch)
+                    finally:
+                        self.calling_since = None
             with self._cv:
                 self.done = epoch + 1
                 self._cv.notify_all()
             if self.on_progress is not None:
                 self.on_progress(epoch + 1)
+
+    def busy_for(self) -> float:
+        """Seconds the current call of the callback has run (0 between calls)."""
+        since = self.calling_since
+        return 0.0 if since is None else _time.monotonic() - since
 
     def wait(self, epoch: int, timeout: float, check: Callable[[], None]) -> None:
         """Block until every epoch below ``epoch`` was delivered (``check`` raises a failure)."""

@@ -22,11 +22,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable, Iterable, List
+from typing import Any, Callable, Iterable, List, Optional
 
 from naiad.errors import NaiadError
 
-__all__ = ["EpochWindow", "low_epoch"]
+__all__ = ["EpochWindow", "low_epoch", "WARN_AFTER"]
+
+WARN_AFTER = 10.0
+"""Seconds ``on_next`` waits for room before it says which subscriber callback holds it."""
 
 
 class EpochWindow:
@@ -61,12 +64,16 @@ class EpochWindow:
         return epoch - min(self._low) < self.bound
 
     def wait(self, epoch: int, name: str, check: Callable[[], None],
-             lagging: Callable[[], Iterable[Any]]) -> None:
+             lagging: Callable[[], Iterable[Any]],
+             holding: Callable[[], Optional[str]] = lambda: None) -> None:
         """Block until ``epoch`` may be fed.  ``check`` raises the computation's failure;
-        ``lagging()`` lists this process's other open inputs as ``(name, epoch)``."""
+        ``lagging()`` lists this process's other open inputs as ``(name, epoch)``;
+        ``holding()`` names a subscriber callback that has run for long (logged once after
+        :data:`WARN_AFTER` seconds: one that waits for the program never returns)."""
         if self.room(epoch):
             return
         t0 = time.monotonic()
+        warned = False
         resume = epoch - (self.bound - self.bound // 2)   # half the window free again
         with self._cv:
             self._need = resume + 1
@@ -87,10 +94,26 @@ class EpochWindow:
                     # only for what can complete (its epoch leaves room: it is not stuck).
                     resume = min(behind) - 1
                     self._need = resume + 1
+                if not warned and time.monotonic() - t0 >= WARN_AFTER:
+                    warned = _warn_held(name, epoch, self.bound, holding())
                 self._cv.wait(1.0)
             self._need = math.inf
         self.waited += time.monotonic() - t0
         check()
+
+
+def _warn_held(name: str, epoch: int, bound: int, holder: Optional[str]) -> bool:
+    """Log why ``on_next`` still waits, once a subscriber's callback is what holds it."""
+    if holder is None:
+        return False
+    import logging
+    logging.getLogger("naiad.flow").warning(
+        "input %r: on_next for epoch %d has waited %.0f s for room (max_epochs_in_flight=%d "
+        "epochs fed and not yet handed out): %s. A callback that waits for the program (a "
+        "queue the program reads only after feeding, say) never returns while on_next waits: "
+        "read its output from another thread, or set max_epochs_in_flight=None (no bound)",
+        name, epoch, WARN_AFTER, bound, holder)
+    return True
 
 
 def low_epoch(frontier: Iterable[Any]) -> float:

@@ -62,7 +62,7 @@ class Input:
         recs = records if type(records) is list else self._as_list(records)
         window = comp.window
         if window is not None and not window.room(epoch):
-            window.wait(epoch, self.name, comp.check_failed, self._lagging)
+            window.wait(epoch, self.name, comp.check_failed, self._lagging, self._holding)
         store = comp.store
         if store is not None:
             comp.before_epoch(epoch)
@@ -98,6 +98,18 @@ class Input:
             if before is None or epoch < before:
                 post(i, msg)
         self.held = keep
+
+    def _holding(self) -> Optional[str]:
+        """The subscriber whose callback has run longest, if for a second or more."""
+        busy = [(sub.deliverer.busy_for(), sub) for sub in self.comp.subscriptions
+                if getattr(sub, "deliverer", None) is not None]
+        if not busy:
+            return None
+        seconds, sub = max(busy, key=lambda b: b[0])
+        if seconds < 1.0:
+            return None
+        return (f"the callback of subscriber {sub.name!r} has run for {seconds:.0f} s on epoch "
+                f"{sub.deliverer.done}")
 
     def _lagging(self):
         """This process's other open inputs, as ``(name, next epoch)``."""

@@ -6,9 +6,9 @@ scheduling loop pays one ``is None`` test per batch.  The meter keeps running to
 (records in and out, batches, busy seconds) and per connector and destination (batches, records),
 which the monitor reads from another thread (plain int and float updates, so a reader sees a
 value that was true a moment ago), and, when tracing, writes one JSON object per event to
-``PATH/worker-<index>.jsonl``.  Events are written in batches, at most about
-:data:`FLUSH_SECONDS` after they happen, by the worker or, when it is idle, by its process's
-flusher thread (the rare ones, such as ``start``, ``checkpoint`` and ``failure``, at once), so
+``PATH/worker-<index>.jsonl``.  Events are written in batches, at most
+:data:`FLUSH_SECONDS` and a quarter of it after they happen, by the worker or, when it is
+idle, by its process's flusher thread (which looks four times per FLUSH_SECONDS) (the rare ones, such as ``start``, ``checkpoint`` and ``failure``, at once), so
 a process killed with SIGKILL loses only its last moment's events.  The schema is in docs/observability.md and :mod:`naiad.tracing`.
 
 >>> m = Meter(worker=0, process=0)

@@ -129,3 +129,38 @@ def test_a_failure_wakes_a_blocked_input():
     with pytest.raises(naiad.VertexError, match="boom"):
         naiad.execute(program, max_epochs_in_flight=2)
     assert time.monotonic() - t0 < 10
+
+
+def test_an_input_held_by_a_subscriber_callback_says_so(monkeypatch):
+    """The subscriber's callback waits for the program, which waits in on_next for room the
+    undelivered epochs take: after WARN_AFTER seconds on_next logs which callback holds it and
+    what to do (here the log record itself releases the callback, so the run ends)."""
+    import logging
+    import threading
+    from naiad import flow
+    monkeypatch.setattr(flow, "WARN_AFTER", 1.0)
+    release = threading.Event()
+    said: list = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+            release.set()
+    handler = Said()
+    logging.getLogger("naiad.flow").addHandler(handler)
+    try:
+        def program(comp):
+            inp = comp.new_input(name="n")
+            inp.stream.subscribe(lambda e, recs: release.wait(15))
+            comp.activate()
+            for e in range(12):
+                inp.on_next([e])
+            inp.on_completed()
+            comp.join(timeout=60)
+            return True
+        assert naiad.execute(program, max_epochs_in_flight=4) == [True]
+    finally:
+        logging.getLogger("naiad.flow").removeHandler(handler)
+    assert len(said) == 1, said
+    assert ("input 'n': on_next for epoch" in said[0] and "the callback of subscriber" in said[0]
+            and "max_epochs_in_flight=None" in said[0]), said[0]

@@ -131,3 +131,37 @@ def test_an_aggregation_a_column_type_cannot_run_is_named(aggs, named):
     with pytest.raises(naiad.VertexError, match=r"FrameError: group_by\(k\): the aggregation "
                                                + named + r".*cast it first"):
         naiad.execute(program)
+
+
+@pytest.mark.parametrize("column", [pa.array(["1", "2"]), pa.array([b"1", b"2"]),
+                                    pa.array(["1", "2"]).dictionary_encode()])
+def test_a_mean_of_text_is_refused_not_parsed(column):
+    """A mean sums in float64, but text is not cast to numbers: as sum, a FrameError."""
+    table = pa.table({"k": [1, 1], "v": column})
+
+    def program(comp):
+        inp = comp.new_input()
+        frames.of(inp.stream).group_by("k", m=("v", "mean")).collect()
+        comp.activate()
+        inp.on_next([table])
+        inp.on_completed()
+        comp.join()
+    with pytest.raises(naiad.VertexError, match=r"FrameError: group_by\(k\): the aggregation "
+                                               r"m=\('v', 'mean'\) cannot run"):
+        naiad.execute(program)
+
+
+def test_a_mean_beside_a_column_named_like_its_helper():
+    """The float64 column a mean sums is named apart from every column of the table."""
+    table = pa.table({"k": [1, 1], "x": [1.0, 3.0], "__p0f": [5, 7], "_" + "__p0f": [1, 1]})
+
+    def program(comp):
+        inp = comp.new_input()
+        got = frames.of(inp.stream).group_by("k", m=("x", "mean"), s=("__p0f", "sum"),
+                                             t=("___p0f", "sum")).collect()
+        comp.activate()
+        inp.on_next([table])
+        inp.on_completed()
+        comp.join()
+        return [r for t in got.results[0] for r in t.to_pylist()]
+    assert naiad.execute(program)[0] == [{"k": 1, "m": 2.0, "s": 12, "t": 2}]

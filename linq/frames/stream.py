@@ -173,9 +173,14 @@ class FrameStream:
             try:
                 for c, k, p in partial:
                     if k == "fsum":          # the float64 column summed for a mean
-                        table = table.append_column(
-                            f"{p}f", pc.cast(table.column(c), pa.float64(), safe=False))
-                        c, k = f"{p}f", "sum"
+                        k = "sum"
+                        if _numeric(table.schema.field(c).type):   # (not text: no parsing)
+                            f = f"{p}f"
+                            while f in table.column_names:
+                                f = "_" + f
+                            table = table.append_column(
+                                f, pc.cast(table.column(c), pa.float64(), safe=False))
+                            c = f
                     specs.append((c, k))
                 ks, vs = aggregate(table, keys, specs, _threads(alone, table, specs))
             except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -390,6 +395,11 @@ def _callable(op: str, fn: Any) -> None:
 
 def _name(fn: Any) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t))
 
 
 def _unaggregatable(op: str, table: pa.Table, keys: List[str], aggs: dict,
