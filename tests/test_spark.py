@@ -337,3 +337,34 @@ def test_monitor_page_served_by_the_driver(spark, numbers):
     assert fed == 100                      # every row entered the dataflow once
     page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
     assert b"Naiad monitor" in page
+
+
+@pytest.mark.parametrize("narrow", ["df", "rdd"])
+def test_data_ending_in_a_coalesce_runs(spark, numbers, narrow):
+    """A barrier stage cannot read a coalesced (or unioned) chain: a shuffle is put in front
+    and the run gives what it gives on the data as it is."""
+    want = sorted(r for r in naiad.spark.execute(numbers, _sums, processes=2).collect()
+                  if r[0] == "sum")
+    wide = numbers.repartition(4)            # e.g. four input files, two slots
+    data = wide.coalesce(2) if narrow == "df" else wide.rdd.map(tuple).coalesce(2)
+    got = naiad.spark.execute(data, _sums, processes=2, schema="kind string, g string, v double")
+    assert sorted(r for r in got.collect() if r[0] == "sum") == want
+
+
+def test_result_rows_are_checked_against_the_schema_in_the_stage(numbers):
+    """numpy scalars become Python's; a row the schema cannot hold fails execute itself,
+    naming the process, the row and the schema, not the first action on the result."""
+    import numpy as np
+
+    def numpy_rows(comp, rows):
+        n = len(list(rows))
+        return [(np.int64(comp.process_index), np.float32(n))]
+    got = naiad.spark.execute(numbers, numpy_rows, processes=2, schema="p long, n double")
+    assert sorted(tuple(r) for r in got.collect()) == [(0, 50.0), (1, 50.0)]
+
+    def wrong_rows(comp, rows):
+        list(rows)
+        return [("not a number", 1.0)]
+    with pytest.raises(naiad.spark.StageFailed, match=r"process \d: the program returned a row "
+                       r"that does not fit schema struct<p:bigint,n:double>: \('not a number'"):
+        naiad.spark.execute(numbers, wrong_rows, processes=2, schema="p long, n double")

@@ -176,3 +176,37 @@ def test_a_source_gives_spark_timestamps_outside_utc(tmp_path):
     line = out.stdout.strip().splitlines()[-1]
     assert line == f"{[(datetime.datetime(2024, 1, 1, 12, 0), 1)]!r} " \
                    f"{[(datetime.datetime(2024, 1, 1, 12, 0), 1)]!r}", line
+
+
+def test_large_results_travel_in_chunks_of_bounded_size():
+    """Each chunk of results is one binary cell the JVM copies whole: rows of 100 KB go a few
+    dozen to a chunk, not 4,096 (hundreds of MB, which ran the driver out of heap); a frames
+    result's batches likewise."""
+    import pyarrow as pa
+    from naiad.spark.frames import payload_batches
+    from naiad.spark.results import CHUNK_BYTES, pack_results, unpack_results
+    rows = [(i, "x" * 100_000) for i in range(300)]
+    chunks = pack_results(rows, 0)
+    assert len(chunks) > 1 and all(len(c) <= CHUNK_BYTES for c in chunks)
+    assert [r for c in chunks for r in unpack_results(c)] == rows
+    table = pa.table({"i": range(300), "s": ["x" * 100_000] * 300})
+    cells = [b.column(1)[0].as_py() for b in payload_batches([table])]
+    assert len(cells) > 2 and all(len(c) <= 2 * CHUNK_BYTES for c in cells)
+
+
+def test_a_source_gives_timestamps_of_any_year_and_nested_as_collect_does(spark):
+    """INT96 timestamps were read as nanoseconds (years outside 1677-2262 overflowed
+    silently), and those inside arrays and structs came as pandas Timestamps in UTC."""
+    from pyspark.sql import Row
+    vals = [datetime.datetime(2024, 5, 1, 12, 30), datetime.datetime(1500, 6, 1),
+            datetime.datetime(2300, 1, 1)]
+    df = spark.createDataFrame([(i, v, [v], Row(t=v), {"k": v}) for i, v in enumerate(vals)],
+                               "i long, ts timestamp, a array<timestamp>, "
+                               "st struct<t:timestamp>, m map<string,timestamp>")
+
+    def program(comp):
+        return [tuple(r) for r in src.rows(comp)]
+    with naiad.spark.source(df) as src:
+        got = sorted(r for part in naiad.execute(program, processes=2) for r in part)
+    assert got == sorted(tuple(r) for r in df.collect())
+    assert all(type(r[2][0]) is datetime.datetime for r in got)

@@ -126,6 +126,7 @@ class BarrierTask:
         self.columns = columns
         self.epochs = epochs
         self.schema: Any = None        # the result StructType, with frames=True
+        self.row_schema: Any = None    # the result StructType rows are checked against
         self.input_schema: Any = None  # the input's StructType, with frames=True
         self.timezone: Optional[str] = None  # the session's, for Arrow's timestamps
         self.gather: Optional[str] = None   # the driver's rendezvous endpoint, if it serves one
@@ -173,7 +174,10 @@ class BarrierTask:
         return iter(self._run(lambda pid: PartitionRows(columns=None, records=records,
                                                         epochs=self.epochs, process_index=pid)))
 
-    def _run(self, make_rows, finish=pack_results) -> list:
+    def _rows(self, result, pid: int) -> list:
+        return pack_results(result, pid, self.row_schema)
+
+    def _run(self, make_rows, finish=None) -> list:
         from pyspark import BarrierTaskContext
         _import_linq()
         ctx = BarrierTaskContext.get()
@@ -196,7 +200,7 @@ class BarrierTask:
             rows = make_rows(pid)
             program = self.program
             result = run_program(lambda c: program(c, rows), comp)
-            return finish(result, pid)
+            return (finish or self._rows)(result, pid)
         except BaseException as exc:  # noqa: BLE001 - becomes the Spark task's error
             if comp is not None and comp.failure_origin is not None:
                 time.sleep(1.0)   # let the process where it started fail the stage first
@@ -372,12 +376,22 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     options, watching = watch(options, secret, in_process=False)
     task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
                        epochs)
+    if not frames and schema is not None and not isinstance(schema, (list, tuple)):
+        task.row_schema = _struct_of(schema) if isinstance(schema, str) else schema
     served = None
     if spark.sparkContext.master.startswith("local"):
         served = DriverRendezvous(secret, processes)
         task.gather = served.endpoint
     try:
-        return _run_stage(spark, data, task, schema, processes, frame, frames)
+        try:
+            return _run_stage(spark, data, task, schema, processes, frame, frames)
+        except Exception as exc:  # noqa: BLE001 - one refusal is retried, the rest re-raised
+            if "BarrierJobUnsupportedRDDChainException" not in str(exc):
+                raise
+            # The data ends in a narrowing step (coalesce, union, ...), which a barrier stage
+            # cannot read: a shuffle in front gives it partitions of its own.  No task ran.
+            return _run_stage(spark, data.repartition(processes), task, schema, processes,
+                              frame, frames)
     except BaseException as exc:
         if watching is not None:
             watching.ended(exc)

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator, List, Optional
 import pyarrow as pa
 
 from naiad.errors import NaiadError
+from naiad.spark.results import CHUNK_BYTES
 
 __all__ = ["PartitionTables", "result_batches", "payload_batches", "decoded_batches",
            "inferred_schema", "PAYLOADS"]
@@ -137,7 +138,9 @@ def payload_batches(result: Any) -> Iterator[pa.RecordBatch]:
     (Arrow IPC), kind 1 one of its record batches (an Arrow IPC stream)."""
     for table in _tables(result):
         yield _payload(0, table.schema.serialize().to_pybytes())
-        for batch in table.to_batches():
+        # Each batch is one binary cell, copied whole by the JVM: at most about CHUNK_BYTES.
+        rows = max(1, CHUNK_BYTES * table.num_rows // max(1, table.nbytes))
+        for batch in table.to_batches(max_chunksize=rows):
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, batch.schema) as writer:
                 writer.write_batch(batch)

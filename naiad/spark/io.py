@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import glob
 import os
-import pickle
 import reprlib
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from naiad.errors import NaiadError
 from naiad.files import private_dir
-from naiad.spark.parts import pickle_chunk, read_parts, write_part
+from naiad.spark.parts import read_parts, write_part
+from naiad.spark.results import _CHUNK, _as_row, pack_results, unpack_results
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -36,8 +36,6 @@ _repr = reprlib.Repr()
 _repr.maxstring = 80
 _repr.maxother = 80
 
-# Records per pickled chunk of results sent from a barrier task to Spark.
-_CHUNK = 4096
 
 
 def is_dataframe(data: Any) -> bool:
@@ -272,7 +270,8 @@ class SparkSource:
         self.owned = owned
         self.names = list(names)        # the partition files Spark wrote, in partition order
         self.key = key                  # the HMAC key of pickled partitions
-        self.instants: List[str] = []   # TimestampType columns (Parquet's INT96, in UTC)
+        # Columns holding TimestampType values (Parquet's INT96, in UTC), and where in them.
+        self.instants: Dict[str, Any] = {}
 
     def files(self) -> List[str]:
         """The partition files Spark wrote for this source, in partition order (nothing else
@@ -315,12 +314,15 @@ class SparkSource:
         return f"SparkSource({self.path!r}, {self.kind}, epochs={self.epochs!r})"
 
 
-def _parquet_batches(files: List[str], instants: Sequence[str] = ()) -> Iterator:
+def _parquet_batches(files: List[str], instants: Optional[Dict[str, Any]] = None) -> Iterator:
     import pyarrow.parquet as pq
     from naiad.spark.values import as_utc_instants
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=65536):
-            yield as_utc_instants(batch, instants)
+        # INT96 read as microseconds, Spark's unit: as nanoseconds, years outside 1677-2262
+        # overflowed silently.
+        parquet = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+        for batch in parquet.iter_batches(batch_size=65536):
+            yield as_utc_instants(batch, instants or {})
 
 
 class _WritePickled:
@@ -363,8 +365,9 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
             names = sorted(os.path.basename(f)
                            for f in glob.glob(os.path.join(path, "part-*.parquet")))
             source = SparkSource(path, "parquet", list(data.columns), epochs, True, names)
-            source.instants = [f.name for f in data.schema.fields
-                               if f.dataType.typeName() == "timestamp"]
+            from naiad.spark.values import instant_marks
+            marks = {f.name: instant_marks(f.dataType) for f in data.schema.fields}
+            source.instants = {n: m for n, m in marks.items() if m is not None}
             return source
         os.makedirs(path, mode=0o700, exist_ok=True)
         key = secrets.token_bytes(32)
@@ -375,46 +378,6 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
-
-
-# ---- results -------------------------------------------------------------------------------------------
-def _as_row(record: Any) -> Any:
-    if isinstance(record, (tuple, list, dict)):
-        return record
-    return (record,)
-
-
-def pack_results(result: Any, process_index: int) -> List[bytes]:
-    """A barrier task's return value as pickled chunks of rows (scalars become 1-tuples)."""
-    if result is None:
-        return []
-    if isinstance(result, (dict, str, bytes)) or not isinstance(result, Iterable):
-        msg = (f"process {process_index}: the program returned {type(result).__name__}; return "
-               "an iterable of rows (tuples, lists, dicts or Rows; plain values become "
-               "one-column rows), or None for no rows")
-        raise TypeError(msg)
-    out: List[bytes] = []
-    chunk: list = []
-    for r in result:
-        chunk.append(_as_row(r))
-        if len(chunk) >= _CHUNK:
-            out.append(_pickle_chunk(chunk, process_index))
-            chunk = []
-    if chunk:
-        out.append(_pickle_chunk(chunk, process_index))
-    return out
-
-
-def _pickle_chunk(chunk: list, process_index: int) -> bytes:
-    return pickle_chunk(chunk, lambda bad, exc: (
-        f"process {process_index}: the program returned a row that cannot be pickled to "
-        f"reach Spark: {_repr.repr(bad)} ({type(exc).__name__}: {exc}); return rows of "
-        "plain data (numbers, strings, tuples, lists, dicts)"))
-
-
-def unpack_results(payload: bytes) -> list:
-    """The rows of one chunk made by :func:`pack_results`."""
-    return pickle.loads(payload)
 
 
 def _with_epoch_schema(schema: Any, column: str) -> Any:

@@ -22,11 +22,11 @@ True
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import pyarrow as pa
 
-__all__ = ["tuples", "column_values", "as_utc_instants"]
+__all__ = ["tuples", "column_values", "as_utc_instants", "instant_marks"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MICROSECOND = datetime.timedelta(microseconds=1)
@@ -46,16 +46,59 @@ def column_values(column: Any) -> List[Any]:
     return values if convert is None else [None if v is None else convert(v) for v in values]
 
 
-def as_utc_instants(batch: pa.RecordBatch, columns: Iterable[str]) -> pa.RecordBatch:
-    """``batch`` with its naive timestamp ``columns`` read as UTC instants (Spark writes its
-    ``TimestampType`` to Parquet as INT96 in UTC, which Arrow reads as naive timestamps)."""
-    names = set(columns)
-    if not names:
+def as_utc_instants(batch: pa.RecordBatch, columns: Dict[str, Any]) -> pa.RecordBatch:
+    """``batch`` with the naive timestamps of ``columns`` read as UTC instants: Spark writes
+    its ``TimestampType`` to Parquet as INT96 in UTC, which Arrow reads as naive timestamps.
+    ``columns`` maps a column to where its instants are (:func:`instant_marks`), at the top
+    or inside lists, structs and maps (``TimestampNTZType`` values stay naive)."""
+    if not columns:
         return batch
-    arrays = [col.cast(pa.timestamp(col.type.unit, tz="UTC"))
-              if name in names and pa.types.is_timestamp(col.type) and col.type.tz is None
-              else col for name, col in zip(batch.schema.names, batch.columns)]
+    arrays = []
+    for name, col in zip(batch.schema.names, batch.columns):
+        marks = columns.get(name)
+        if marks is not None:
+            target = _utc_type(col.type, marks)
+            if target != col.type:
+                col = col.cast(target)
+        arrays.append(col)
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def instant_marks(spark_type: Any) -> Any:
+    """Where a Spark type holds ``TimestampType`` values: True for one, ``("list", m)``,
+    ``("map", k, v)`` or ``("struct", {field: m})`` around them, None where there is none."""
+    name = spark_type.typeName()
+    if name == "timestamp":
+        return True
+    if name == "array":
+        inner = instant_marks(spark_type.elementType)
+        return None if inner is None else ("list", inner)
+    if name == "map":
+        k, v = instant_marks(spark_type.keyType), instant_marks(spark_type.valueType)
+        return None if k is None and v is None else ("map", k, v)
+    if name == "struct":
+        fields = {f.name: instant_marks(f.dataType) for f in spark_type.fields}
+        fields = {n: m for n, m in fields.items() if m is not None}
+        return ("struct", fields) if fields else None
+    return None
+
+
+def _utc_type(t: pa.DataType, marks: Any) -> pa.DataType:
+    """``t`` with the naive timestamps ``marks`` points at made UTC."""
+    if marks is None:
+        return t
+    if marks is True:
+        return pa.timestamp(t.unit, tz="UTC") if pa.types.is_timestamp(t) and t.tz is None else t
+    if marks[0] == "list" and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        inner = _utc_type(t.value_type, marks[1])
+        return pa.list_(inner) if pa.types.is_list(t) else pa.large_list(inner)
+    if marks[0] == "map" and pa.types.is_map(t):
+        return pa.map_(_utc_type(t.key_type, marks[1]), _utc_type(t.item_type, marks[2]))
+    if marks[0] == "struct" and pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_utc_type(t.field(i).type,
+                                                         marks[1].get(t.field(i).name)))
+                          for i in range(t.num_fields)])
+    return t
 
 
 def _converter(t: pa.DataType) -> Optional[Callable[[Any], Any]]:
