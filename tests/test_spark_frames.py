@@ -143,6 +143,9 @@ def test_frames_errors(spark, numbers):
         naiad.spark.execute(rdd, wrong_column, frames=True)
     with pytest.raises(TypeError, match="epoch_column"):
         naiad.spark.execute(numbers, wrong_column, frames=True, epoch_column="id")
+    with pytest.raises(TypeError, match=r"frames=True\) takes schema= as a DDL string or a "
+                                        r"StructType.*a list of column names is for rows"):
+        naiad.spark.execute(numbers, wrong_column, frames=True, schema=["id"])
 
 
 @pytest.mark.parametrize("setting", [None, "true"])

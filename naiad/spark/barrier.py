@@ -227,6 +227,11 @@ def _session_of(data):
     return SparkSession.getActiveSession() or SparkSession(data.context)
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message that says something."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+
+
 def _struct_of(ddl: str):
     """The StructType of a DDL string (one py4j call; ``createDataFrame([], ddl)`` took
     several): a single type becomes one column ``value``, as ``createDataFrame`` makes it."""
@@ -344,6 +349,11 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         msg = ("naiad.spark.execute(frames=True) needs a DataFrame (its partitions come as Arrow "
                f"batches); got {type(data).__name__}: use spark.createDataFrame(rdd, schema)")
         raise TypeError(msg)
+    if frames and isinstance(schema, (list, tuple)):
+        msg = ("naiad.spark.execute(frames=True) takes schema= as a DDL string or a StructType "
+               "(the tables are cast to its types), or none to infer it from the tables; a "
+               "list of column names is for rows")
+        raise TypeError(msg)
     if frames and epoch_column is not None:
         msg = ("naiad.spark.execute(frames=True) does not take epoch_column=: the program gets "
                "whole tables; split them into epochs itself (e.g. with table.filter)")
@@ -364,7 +374,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
             _struct_of(schema)      # a bad DDL is refused before any task runs
         except Exception as exc:  # noqa: BLE001 - re-raised with advice
             msg = (f"naiad.spark.execute: schema={schema!r} is not a DDL string Spark reads "
-                   f"({type(exc).__name__}: {str(exc).splitlines()[0]}); write it as "
+                   f"({type(exc).__name__}: {_first_line(exc)}); write it as "
                    "'name type, ...', e.g. 'node string, rank double'")
             raise TypeError(msg) from None
     if processes != partitions:

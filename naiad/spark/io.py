@@ -155,6 +155,11 @@ def epoch_spec(data: Any, column: Optional[Union[str, int]]) -> Optional[EpochSp
             msg = f"epoch_column must name a column of the DataFrame; got {column!r}"
             raise TypeError(msg)
         (pos,) = check_columns(data, [column], "epoch_column")
+        kind = data.schema.fields[pos].dataType.typeName()
+        if kind in ("array", "map", "struct"):
+            msg = (f"epoch_column {column!r} is a column of {kind}s, whose values cannot be "
+                   "epochs: name a column of numbers, strings, dates or timestamps")
+            raise TypeError(msg)
         values = [r[0] for r in data.select(data.columns[pos]).distinct().collect()]
         key: Callable = _Position(pos)
     else:
