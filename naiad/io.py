@@ -100,13 +100,15 @@ class Input:
         self.held = keep
 
     def _holding(self) -> Optional[str]:
-        """The subscriber whose callback has run longest, if for a second or more."""
+        """The subscriber whose callback has run longest, if for the whole wait (WARN_AFTER
+        seconds): a slow callback that returns now and then is not one that waits for us."""
+        from naiad import flow
         busy = [(sub.deliverer.busy_for(), sub) for sub in self.comp.subscriptions
                 if getattr(sub, "deliverer", None) is not None]
         if not busy:
             return None
         seconds, sub = max(busy, key=lambda b: b[0])
-        if seconds < 1.0:
+        if seconds < flow.WARN_AFTER:
             return None
         return (f"the callback of subscriber {sub.name!r} has run for {seconds:.0f} s on epoch "
                 f"{sub.deliverer.done}")

@@ -164,3 +164,32 @@ def test_an_input_held_by_a_subscriber_callback_says_so(monkeypatch):
     assert len(said) == 1, said
     assert ("input 'n': on_next for epoch" in said[0] and "the callback of subscriber" in said[0]
             and "max_epochs_in_flight=None" in said[0]), said[0]
+
+
+def test_a_slow_subscriber_that_returns_is_not_said_to_hold_the_input(monkeypatch):
+    """Callbacks of 0.6 s each, on_next waiting longer than WARN_AFTER in all: no warning,
+    since no single call ran for the whole wait."""
+    import logging
+    from naiad import flow
+    monkeypatch.setattr(flow, "WARN_AFTER", 1.0)
+    said: list = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+    handler = Said()
+    logging.getLogger("naiad.flow").addHandler(handler)
+    try:
+        def program(comp):
+            inp = comp.new_input(name="n")
+            inp.stream.subscribe(lambda e, recs: time.sleep(0.6))
+            comp.activate()
+            for e in range(8):
+                inp.on_next([e])
+            inp.on_completed()
+            comp.join(timeout=60)
+            return True
+        assert naiad.execute(program, max_epochs_in_flight=2) == [True]
+    finally:
+        logging.getLogger("naiad.flow").removeHandler(handler)
+    assert said == []

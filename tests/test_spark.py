@@ -368,3 +368,38 @@ def test_result_rows_are_checked_against_the_schema_in_the_stage(numbers):
     with pytest.raises(naiad.spark.StageFailed, match=r"process \d: the program returned a row "
                        r"that does not fit schema struct<p:bigint,n:double>: \('not a number'"):
         naiad.spark.execute(numbers, wrong_rows, processes=2, schema="p long, n double")
+
+
+def test_a_program_error_naming_spark_refusals_is_not_retried(numbers, tmp_path):
+    """Only Spark's refusal of the barrier chain (before any task ran) is retried: a program
+    error, whatever its message says, is raised after one run."""
+    ran = tmp_path / "ran"
+    ran.write_text("")
+
+    def program(comp, rows):
+        list(rows)
+        with open(ran, "a") as f:
+            f.write(f"{comp.process_index}\n")
+        raise RuntimeError("plugin failed: BarrierJobUnsupportedRDDChainException")
+    with pytest.raises(naiad.spark.StageFailed, match="plugin failed"):
+        naiad.spark.execute(numbers, program, processes=2)
+    assert sorted(ran.read_text().split()) == ["0", "1"]
+
+
+def test_one_type_schemas_and_numpy_text_give_rows(spark, numbers):
+    """schema="long" or LongType() is one column named value; numpy values that subclass
+    Python's (np.str_) are made Python's too, not left for Spark's pickler to refuse."""
+    import numpy as np
+    from pyspark.sql.types import LongType
+
+    def ids(comp, rows):
+        return [r[0] for r in rows if r[0] < 3]
+    for schema in ("long", LongType()):
+        got = naiad.spark.execute(numbers, ids, processes=2, schema=schema)
+        assert got.columns == ["value"] and sorted(r.value for r in got.collect()) == [0, 1, 2]
+    names = np.array(["a", "b", "c"])
+
+    def texts(comp, rows):
+        return [(names[r[0]],) for r in rows if r[0] < 3]
+    got = naiad.spark.execute(numbers, texts, processes=2, schema="s string")
+    assert sorted(r.s for r in got.collect()) == ["a", "b", "c"]

@@ -232,6 +232,15 @@ def _first_line(exc: BaseException) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
 
 
+def _as_struct(schema: Any):
+    """A DDL string or a Spark DataType as a StructType (one type: one column ``value``)."""
+    from pyspark.sql.types import StructField, StructType
+    if isinstance(schema, str):
+        return _struct_of(schema)
+    return schema if isinstance(schema, StructType) else StructType([StructField("value",
+                                                                                   schema)])
+
+
 def _struct_of(ddl: str):
     """The StructType of a DDL string (one py4j call; ``createDataFrame([], ddl)`` took
     several): a single type becomes one column ``value``, as ``createDataFrame`` makes it."""
@@ -387,7 +396,8 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     task = BarrierTask(program, workers, options, secret, list(data.columns) if frame else None,
                        epochs)
     if not frames and schema is not None and not isinstance(schema, (list, tuple)):
-        task.row_schema = _struct_of(schema) if isinstance(schema, str) else schema
+        # One type (``"long"``, ``LongType()``) is one column ``value``: the rows are tuples.
+        schema = task.row_schema = _as_struct(schema)
     served = None
     if spark.sparkContext.master.startswith("local"):
         served = DriverRendezvous(secret, processes)
@@ -396,8 +406,9 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         try:
             return _run_stage(spark, data, task, schema, processes, frame, frames)
         except Exception as exc:  # noqa: BLE001 - one refusal is retried, the rest re-raised
-            if "BarrierJobUnsupportedRDDChainException" not in str(exc):
-                raise
+            if isinstance(exc, StageFailed) or \
+                    "BarrierJobUnsupportedRDDChainException" not in str(exc):
+                raise               # (a task ran: the program's own error, whatever it says)
             # The data ends in a narrowing step (coalesce, union, ...), which a barrier stage
             # cannot read: a shuffle in front gives it partitions of its own.  No task ran.
             return _run_stage(spark, data.repartition(processes), task, schema, processes,

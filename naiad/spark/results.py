@@ -67,7 +67,10 @@ def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
         row = _as_row(record)
         try:
             verify(row)
-            return row
+            values = row.values() if isinstance(row, dict) else row
+            if any(type(v).__module__ == "numpy" for v in values):
+                return _plain(row)      # np.str_ and np.float64 pass (subclasses): Spark's
+            return row                  # pickler refuses them all the same
         except (TypeError, ValueError) as exc:
             plain = _plain(row)
             try:
