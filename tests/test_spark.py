@@ -372,7 +372,7 @@ def test_result_rows_are_checked_against_the_schema_in_the_stage(numbers):
 
 def test_a_program_error_naming_spark_refusals_is_not_retried(numbers, tmp_path):
     """Only Spark's refusal of the barrier chain (before any task ran) is retried: a program
-    error, whatever its message says, is raised after one run."""
+    error, whatever its message says, is raised after one run of each process."""
     ran = tmp_path / "ran"
     ran.write_text("")
 
@@ -383,7 +383,8 @@ def test_a_program_error_naming_spark_refusals_is_not_retried(numbers, tmp_path)
         raise RuntimeError("plugin failed: BarrierJobUnsupportedRDDChainException")
     with pytest.raises(naiad.spark.StageFailed, match="plugin failed"):
         naiad.spark.execute(numbers, program, processes=2)
-    assert sorted(ran.read_text().split()) == ["0", "1"]
+    runs = ran.read_text().split()           # a process the other's failure stopped first
+    assert runs and len(runs) == len(set(runs)) <= 2, runs     # wrote nothing: never twice
 
 
 def test_one_type_schemas_and_numpy_text_give_rows(spark, numbers):
