@@ -131,65 +131,50 @@ def test_a_failure_wakes_a_blocked_input():
     assert time.monotonic() - t0 < 10
 
 
-def test_an_input_held_by_a_subscriber_callback_says_so(monkeypatch):
-    """The subscriber's callback waits for the program, which waits in on_next for room the
-    undelivered epochs take: after WARN_AFTER seconds on_next logs which callback holds it and
-    what to do (here the log record itself releases the callback, so the run ends)."""
+def _flow_warnings(monkeypatch, callback, window: int, epochs: int, said_hook=None) -> list:
+    """The naiad.flow warnings of a run feeding ``epochs`` epochs, one at a time, to a stream
+    whose subscriber is ``callback``, with WARN_AFTER at 1 s."""
     import logging
-    import threading
     from naiad import flow
     monkeypatch.setattr(flow, "WARN_AFTER", 1.0)
-    release = threading.Event()
     said: list = []
 
     class Said(logging.Handler):
         def emit(self, record):
             said.append(record.getMessage())
-            release.set()
+            if said_hook is not None:
+                said_hook()
     handler = Said()
     logging.getLogger("naiad.flow").addHandler(handler)
     try:
         def program(comp):
             inp = comp.new_input(name="n")
-            inp.stream.subscribe(lambda e, recs: release.wait(15))
+            inp.stream.subscribe(callback)
             comp.activate()
-            for e in range(12):
+            for e in range(epochs):
                 inp.on_next([e])
             inp.on_completed()
             comp.join(timeout=60)
             return True
-        assert naiad.execute(program, max_epochs_in_flight=4) == [True]
+        assert naiad.execute(program, max_epochs_in_flight=window) == [True]
     finally:
         logging.getLogger("naiad.flow").removeHandler(handler)
+    return said
+
+
+def test_an_input_held_by_a_subscriber_callback_says_so(monkeypatch):
+    """The subscriber's callback waits for the program, which waits in on_next for room the
+    undelivered epochs take: after WARN_AFTER seconds on_next logs which callback holds it and
+    what to do (here the log record itself releases the callback, so the run ends)."""
+    import threading
+    release = threading.Event()
+    said = _flow_warnings(monkeypatch, lambda e, recs: release.wait(15), 4, 12, release.set)
     assert len(said) == 1, said
     assert ("input 'n': on_next for epoch" in said[0] and "the callback of subscriber" in said[0]
             and "max_epochs_in_flight=None" in said[0]), said[0]
 
 
 def test_a_slow_subscriber_that_returns_is_not_said_to_hold_the_input(monkeypatch):
-    """Callbacks of 0.6 s each, on_next waiting longer than WARN_AFTER in all: no warning,
-    since no single call ran for the whole wait."""
-    import logging
-    from naiad import flow
-    monkeypatch.setattr(flow, "WARN_AFTER", 1.0)
-    said: list = []
-
-    class Said(logging.Handler):
-        def emit(self, record):
-            said.append(record.getMessage())
-    handler = Said()
-    logging.getLogger("naiad.flow").addHandler(handler)
-    try:
-        def program(comp):
-            inp = comp.new_input(name="n")
-            inp.stream.subscribe(lambda e, recs: time.sleep(0.6))
-            comp.activate()
-            for e in range(8):
-                inp.on_next([e])
-            inp.on_completed()
-            comp.join(timeout=60)
-            return True
-        assert naiad.execute(program, max_epochs_in_flight=2) == [True]
-    finally:
-        logging.getLogger("naiad.flow").removeHandler(handler)
-    assert said == []
+    """Callbacks of 0.6 s each, on_next waiting for them: no warning, since no single call
+    runs for the whole wait."""
+    assert _flow_warnings(monkeypatch, lambda e, recs: time.sleep(0.6), 2, 8) == []
