@@ -442,7 +442,8 @@ def _run_stage(spark, data, task: BarrierTask, schema: Any, processes: int, fram
         raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
     rows = shuffled.flatMap(unpack_results)
     try:
-        return spark.createDataFrame(rows, schema)
+        # Rows checked in the tasks against this schema need no second check here.
+        return spark.createDataFrame(rows, schema, verifySchema=task.row_schema is None)
     except Exception as exc:  # noqa: BLE001 - re-raised with advice
         if schema is None and rows.isEmpty():
             msg = ("naiad.spark.execute: the programs returned no rows, so Spark cannot infer a "
