@@ -131,12 +131,13 @@ def test_a_failure_wakes_a_blocked_input():
     assert time.monotonic() - t0 < 10
 
 
-def _flow_warnings(monkeypatch, callback, window: int, epochs: int, said_hook=None) -> list:
+def _flow_warnings(monkeypatch, callback, window: int, epochs: int, said_hook=None,
+                   warn_after: float = 1.0) -> list:
     """The naiad.flow warnings of a run feeding ``epochs`` epochs, one at a time, to a stream
-    whose subscriber is ``callback``, with WARN_AFTER at 1 s."""
+    whose subscriber is ``callback``, with WARN_AFTER at ``warn_after`` seconds."""
     import logging
     from naiad import flow
-    monkeypatch.setattr(flow, "WARN_AFTER", 1.0)
+    monkeypatch.setattr(flow, "WARN_AFTER", warn_after)
     said: list = []
 
     class Said(logging.Handler):
@@ -174,7 +175,11 @@ def test_an_input_held_by_a_subscriber_callback_says_so(monkeypatch):
             and "max_epochs_in_flight=None" in said[0]), said[0]
 
 
+@pytest.mark.timeout(60)
 def test_a_slow_subscriber_that_returns_is_not_said_to_hold_the_input(monkeypatch):
-    """Callbacks of 0.6 s each, on_next waiting for them: no warning, since no single call
-    runs for the whole wait."""
-    assert _flow_warnings(monkeypatch, lambda e, recs: time.sleep(0.6), 2, 8) == []
+    """Callbacks of 1.4 s each, on_next waiting about 5.6 s for four of them, WARN_AFTER at
+    1.6 s: no warning, since no single call runs for the whole wait.  (The wait looks once a
+    second, so some look finds a call that has run 1.2 s or more: naming any call that has
+    run a second, as before, named this one.)"""
+    assert _flow_warnings(monkeypatch, lambda e, recs: time.sleep(1.4), 8, 9,
+                          warn_after=1.6) == []
