@@ -134,6 +134,14 @@ def _first_item(r):
     return r[0]
 
 
+def _odd_str(r):
+    return r if r % 2 else str(r)
+
+
+def _odd_none(r):
+    return r if r % 2 else None
+
+
 @pytest.mark.parametrize("build, names", [
     (lambda c: c.sum(key=lambda r: 0, value=_first), ["sum(<lambda>, _first)", "the value _first",
                                                       "TypeError", "called with 1"]),
@@ -153,6 +161,14 @@ def _first_item(r):
     (lambda c: c.min(key=lambda r: 0, value=_as_list),
      ["min(<lambda>, _as_list): the value _as_list returned unhashable list [1]",
       "called with 1"]),
+    # Values the reduction cannot combine: named with the value function and the values.
+    (lambda c: c.sum(key=lambda r: 0, value=_odd_str),
+     ["sum(<lambda>, _odd_str): the value _odd_str returned values sum cannot combine for key 0",
+      "'2'", "make the value function return one type"]),
+    (lambda c: c.min(key=lambda r: 0, value=_odd_none),
+     ["min(<lambda>, _odd_none): the value _odd_none returned values min cannot combine", "None"]),
+    (lambda c: c.arrange(lambda r: 0).max(_odd_str),
+     ["max(<lambda>, _odd_str): the value _odd_str returned values max cannot combine"]),
     # A join keeps list records for epochs, then failed compacting them ("in subscribe").
     (lambda c: c.map(lambda r: [r, r]).join(c.map(lambda r: [r, r]), _first_item, _first_item,
                                             lambda a, b: a[1]),

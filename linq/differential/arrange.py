@@ -49,8 +49,8 @@ from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 from linq.core import label, need_callable
 from linq.differential.lattice import lower_bound
-from linq.differential.operators import (Arranged, JoinVertex, Logic, ReduceVertex, group_logic,
-                                         keyed_logic, valued_logic)
+from linq.differential.logic import Logic, group_logic, keyed_logic, valued_logic
+from linq.differential.operators import Arranged, JoinVertex, ReduceVertex
 from linq.differential.trace import Trace, Update
 
 __all__ = ["Arrangement", "ArrangeVertex", "Handle", "SharedTrace", "ArrangedJoinVertex",

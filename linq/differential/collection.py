@@ -28,8 +28,8 @@ from linq.core import (HASHABLE, HASHABLE_VALUE, call, emit, label,
                         need_callable, require_hashable)
 from linq.differential.arrange import (Arrangement, ArrangeVertex, Handle, join_sides,
                                       no_other_key, not_a_collection)
-from linq.differential.operators import (ConsolidateVertex, JoinVertex, LinearVertex,
-                                         ReduceVertex, group_logic, keyed_logic)
+from linq.differential.logic import group_logic, keyed_logic
+from linq.differential.operators import ConsolidateVertex, JoinVertex, LinearVertex, ReduceVertex
 
 __all__ = ["Collection", "Collected"]
 
@@ -354,7 +354,7 @@ class Collection:
         need_callable(kind, "key", key, "key(record) -> hashable")
         need_callable(kind, "value", value, "value(record) -> value")
         op = label(kind, key, value)
-        return self._reduce(op, keyed_logic(kind), key, value, value, nonnegative)
+        return self._reduce(op, keyed_logic(kind, value, op), key, value, value, nonnegative)
 
     def group_by(self, key: Callable[[Any], Hashable],
                  reducer: Callable[[Hashable, list], Iterable[Any]]) -> "Collection":

@@ -26,21 +26,18 @@ from __future__ import annotations
 
 import reprlib
 from operator import itemgetter
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Set, Tuple
 
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
-from collections import Counter
 
-from linq.core import UserFunctionError, call, emit, fn_name
+from linq.core import UserFunctionError, fn_name
 from linq.differential.lattice import lower_bound, lub
+from linq.differential.logic import Logic
 from linq.differential.trace import _NONE, Trace, Update
 
-__all__ = ["LinearVertex", "Arranged", "JoinVertex", "ReduceVertex", "ConsolidateVertex", "Logic",
-           "keyed_logic", "group_logic", "valued_logic"]
+__all__ = ["LinearVertex", "Arranged", "JoinVertex", "ReduceVertex", "ConsolidateVertex"]
 
-# logic(key, input) -> output, both as {record: count}; ``input`` has no zero counts.
-Logic = Callable[[Hashable, Dict[Any, int]], Dict[Any, int]]
 _first = itemgetter(0)
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -425,55 +422,6 @@ class ConsolidateVertex(Vertex):
         out = [(r, d) for r, d in acc.items() if d]
         if out:
             self.send_batch_by(0, out, time)
-
-
-def keyed_logic(kind: str, fn: Optional[Callable] = None, op: str = "") -> Logic:
-    """The logic of the built-in reductions, over ``{value: count}`` per key."""
-    if kind == "distinct":
-        return lambda key, acc: {key: 1} if sum(acc.values()) > 0 else {}
-    if kind == "count":
-        def count(key: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
-            n = sum(acc.values())
-            return {(key, n): 1} if n else {}
-        return count
-    if kind == "sum":
-        return lambda key, acc: {(key, sum(v * n for v, n in acc.items())): 1}
-    if kind == "min":
-        return lambda key, acc: {(key, min(acc)): 1}
-    if kind == "max":
-        return lambda key, acc: {(key, max(acc)): 1}
-    msg = f"unknown reduction {kind!r}"
-    raise ValueError(msg)
-
-
-def group_logic(op: str, reducer: Callable[[Hashable, list], Iterable[Any]]) -> Logic:
-    """``group_by``'s logic: ``reducer(key, records)``, records repeated by multiplicity."""
-    def logic(k: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
-        records = [r for r, n in acc.items() for _ in range(n)]
-        out: list = []
-        emit(out, op, "reducer", reducer, (k, records))
-        try:
-            return dict(Counter(out))
-        except TypeError:
-            raise UserFunctionError(op, "reducer", reducer, (k, records),
-                                    "returned unhashable records", "hashable records",
-                                    "convert lists to tuples") from None
-    return logic
-
-
-def valued_logic(kind: str, op: str, value: Callable[[Any], Any]) -> Logic:
-    """A built-in reduction (``sum``, ``min``, ``max``) of ``value(record)`` over a key's
-    records, for an input whose values are the records themselves (an arrangement)."""
-    inner = keyed_logic(kind)
-
-    def logic(key: Hashable, acc: Dict[Any, int]) -> Dict[Any, int]:
-        values: Dict[Any, int] = {}
-        for r, n in acc.items():
-            v = call(op, "value", value, (r,))
-            values[v] = values.get(v, 0) + n
-        values = {v: n for v, n in values.items() if n}
-        return inner(key, values) if values else {}
-    return logic
 
 
 def _changes(key: Hashable, desired: Dict[Any, int], current: Dict[Any, int],
