@@ -278,6 +278,23 @@ def test_program_error_names_the_process(numbers):
         naiad.spark.execute(numbers, program, processes=2)
 
 
+@pytest.mark.parametrize("frames", [False, True])
+def test_a_task_process_that_exits_without_an_error_is_a_stage_failure(numbers, frames):
+    """``os._exit`` in one task (or a kill) is a StageFailed saying so, not Spark's raw error;
+    the session runs the next call."""
+    def program(comp, rows):
+        if comp.process_index == 1:
+            os._exit(3)
+        return []
+
+    with pytest.raises(naiad.spark.StageFailed, match="a task's Python process ended without "
+                       "an error .*os._exit"):
+        naiad.spark.execute(numbers, program, processes=2, schema="x long", frames=frames)
+    sums = {r[1]: r[2] for r in naiad.spark.execute(numbers, _sums, processes=2).collect()
+            if r[0] == "sum"}
+    assert sums == {f"g{g}": sum(i / 4 for i in range(g, 100, 3)) for g in range(3)}
+
+
 def test_too_many_processes_for_the_slots(numbers):
     with pytest.raises(ValueError, match="needs 3 task slots at once"):
         naiad.spark.execute(numbers, _sums, processes=3)

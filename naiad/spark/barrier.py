@@ -42,7 +42,7 @@ from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, infe
 from naiad.spark.rendezvous import DriverGather, DriverRendezvous
 from naiad.spark.session import quiet_warnings, task_slots
 
-__all__ = ["execute", "StageFailed", "BarrierTask", "listen_host"]
+__all__ = ["execute", "StageFailed", "BarrierTask", "listen_host", "stage_failed"]
 
 # The task's error travels inside Spark's exception text between these marks.
 _BEGIN, _END = "<<naiad>>", "<</naiad>>"
@@ -69,6 +69,32 @@ class StageFailed(ComputationFailed):
 
     ``__cause__`` is Spark's own exception, with the task's traceback.
     """
+
+
+_CRASHED = "Python worker exited unexpectedly"
+
+
+def stage_failed(exc: Exception) -> Optional[StageFailed]:
+    """The :class:`StageFailed` that Spark's ``exc`` stands for: the computation's own error,
+    or a task whose Python process ended without one; else ``None``.
+
+    >>> stage_failed(RuntimeError("... <<naiad>>stage 'count' failed<</naiad>> ..."))
+    StageFailed("naiad.spark.execute: stage 'count' failed")
+    >>> stage_failed(RuntimeError("Python worker exited unexpectedly (crashed). ..."))
+    StageFailed("naiad.spark.execute: a task's Python process ended without an error ...")
+    >>> stage_failed(ValueError("bad plan")) is None
+    True
+    """
+    text = str(exc)
+    found = _FOUND.search(text)
+    if found is not None:
+        return StageFailed(f"naiad.spark.execute: {found.group(1)}")
+    if _CRASHED in text:
+        return StageFailed("naiad.spark.execute: a task's Python process ended without an error "
+                           "(the program called os._exit, or the process was killed, by a "
+                           "signal or for want of memory); its executor's log may say which. "
+                           f"Spark: {_CRASHED}")
+    return None
 
 
 def listen_host(address: str) -> str:
@@ -284,10 +310,10 @@ def _checkpointed(spark, out):
         _plan_without_adaptive(spark, out)
         return out.localCheckpoint(eager=True)
     except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
-        found = _FOUND.search(str(exc))
-        if found is None:
+        failed = stage_failed(exc)
+        if failed is None:
             raise
-        raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
+        raise failed from exc
 
 
 _ADAPTIVE = "spark.sql.adaptive.enabled"
@@ -436,10 +462,10 @@ def _run_stage(spark, data, task: BarrierTask, schema: Any, processes: int, fram
     try:
         shuffled.count()          # runs the stage now, once; its output stays in the shuffle
     except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
-        found = _FOUND.search(str(exc))
-        if found is None:
+        failed = stage_failed(exc)
+        if failed is None:
             raise
-        raise StageFailed(f"naiad.spark.execute: {found.group(1)}") from exc
+        raise failed from exc
     rows = shuffled.flatMap(unpack_results)
     try:
         # Rows checked in the tasks against this schema need no second check here.
