@@ -48,11 +48,13 @@ _FRESH = 60.0                  # seconds a signed report stays acceptable
 
 
 def report_token(secret: Union[str, bytes, None]) -> Optional[str]:
-    """The key reports are signed with: an HMAC of the run's secret (None: no secret)."""
+    """The key reports are signed with (None: no secret), derived from the run's secret as its
+    CURVE keys are (:func:`naiad.transport.security.derived_key`, through scrypt for a
+    passphrase): a captured report tests a guessed passphrase no faster than a handshake."""
     if not secret:
         return None
-    key = secret.encode() if isinstance(secret, str) else secret
-    return hmac.new(key, b"naiad-monitor-report", hashlib.sha256).hexdigest()
+    from naiad.transport.security import derived_key
+    return derived_key(secret, b"monitor-report").hex()
 
 
 def _signature(token: str, sent: str, body: bytes) -> str:
@@ -191,6 +193,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self._local():
             return
+        if not self.server.monitor.readable:
+            self._send(404, b"this server only gathers the run's reports for its progress "
+                       b"line; run with monitor=PORT for the page", "text/plain")
+            return
         path = self.path.split("?")[0]
         if path in ("/", "/index.html"):
             self._send(200, _page(), "text/html; charset=utf-8")
@@ -242,7 +248,7 @@ class _HTTPServer(ThreadingHTTPServer):
 class MonitorServer:
     """The page's server on 127.0.0.1:``port``, in a daemon thread."""
 
-    def __init__(self, port: int, token: Optional[str]):
+    def __init__(self, port: int, token: Optional[str], readable: bool = True):
         try:
             self.httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         except OSError as exc:
@@ -253,6 +259,7 @@ class MonitorServer:
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/"
         self.token = token
+        self.readable = readable             # False: reports in, no page or /state out
         self.seen: Dict[str, float] = {}     # signatures accepted in the last _FRESH seconds
         self._seen_lock = threading.Lock()
         self.state = MonitorState()
@@ -290,17 +297,20 @@ class MonitorServer:
                     del _servers[port]
 
 
-def serve(port: int, token: Optional[str] = None) -> MonitorServer:
+def serve(port: int, token: Optional[str] = None, readable: bool = True) -> MonitorServer:
     """The server on ``port`` (0: any free port) in this process, started or reused (a new
-    computation on the same port starts from an empty page)."""
+    computation on the same port starts from an empty page).  ``readable=False`` (a fresh
+    server on a free port) takes reports for this process's own use, the terminal's progress
+    line, and serves neither the page nor ``/state``."""
     with _servers_lock:
         server = _servers.get(port) if port else None
         if server is not None:
             server.state.reset()
             if token is not None:
                 server.token = token
+            server.readable = server.readable or readable
             return server
-        server = MonitorServer(port, token)
+        server = MonitorServer(port, token, readable)
         _servers[server.port] = server
         if port:
             _servers[port] = server

@@ -177,9 +177,12 @@ class Watch:
         self.server.state.ended(f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
-        """The run ended: the last progress line (the page stays served)."""
+        """The run ended: the last progress line (the page stays served; a server that only
+        fed the progress line stops)."""
         if self.console is not None:
             self.console.stop()
+        if not self.server.readable:
+            self.server.close()
 
 
 def watch(options: Dict[str, Any], secret: Any, in_process: bool):
@@ -188,8 +191,11 @@ def watch(options: Dict[str, Any], secret: Any, in_process: bool):
     port, progress = options.get("monitor"), options.get("progress")
     if port is None and not progress:
         return options, None
+    # Without monitor=, the server only gathers the processes' reports for the progress line:
+    # it serves nothing another local user could read.
     server = _monitor().serve(port if port is not None else 0,
-                           _monitor().report_token(resolve_secret(secret)))
+                              _monitor().report_token(resolve_secret(secret)),
+                              readable=port is not None)
     if port == 0:
         _monitor().announce(server)
     # The processes show no progress of their own when this one shows it (progress=True).

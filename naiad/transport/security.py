@@ -15,6 +15,7 @@ let alone unpickled, from a socket before that.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import os
@@ -24,7 +25,7 @@ from typing import Iterable, Optional, Tuple, Union
 import zmq
 from zmq.utils import z85
 
-__all__ = ["CurveKeys", "needs_authentication", "resolve_secret", "read_secret_file",
+__all__ = ["CurveKeys", "derived_key", "needs_authentication", "resolve_secret", "read_secret_file",
            "is_loopback", "random_secret", "KEY_PREFIX", "SECRET_HELP"]
 
 
@@ -40,8 +41,10 @@ def random_secret() -> str:
     return KEY_PREFIX + os.urandom(32).hex()
 
 
+@functools.lru_cache(maxsize=4)
 def _master(secret: bytes) -> bytes:
-    """32 bytes of key material: the secret itself when it is key material, else scrypt of it."""
+    """32 bytes of key material: the secret itself when it is key material, else scrypt of it
+    (once per process and secret: the CURVE keys and the monitor's report key share it)."""
     prefix = KEY_PREFIX.encode()
     if secret.startswith(prefix) and len(secret) == len(prefix) + 64:
         try:
@@ -55,6 +58,20 @@ def _keypair(master: bytes, role: bytes) -> Tuple[bytes, bytes]:
     seed = hashlib.sha256(_SALT + b"\0" + role + b"\0" + master).digest()
     secret_key = z85.encode(seed)
     return zmq.curve_public(secret_key), secret_key
+
+
+def derived_key(secret: Union[str, bytes], purpose: bytes) -> bytes:
+    """32 bytes for ``purpose``, derived from the secret through the same slow derivation as
+    the CURVE keys: what is signed or authenticated with it is no quicker a test of a
+    passphrase than a captured handshake.
+
+    >>> k = derived_key("naiad-key:" + "ab" * 32, b"monitor-report")
+    >>> len(k), k == derived_key("naiad-key:" + "ab" * 32, b"other")
+    (32, False)
+    """
+    if isinstance(secret, str):
+        secret = secret.encode()
+    return hashlib.sha256(_SALT + b"\0derived\0" + purpose + b"\0" + _master(secret)).digest()
 
 
 class CurveKeys:

@@ -1,0 +1,148 @@
+"""What the monitor's server lets other local users read or learn, tried through real sockets.
+
+* ``progress=True`` without ``monitor=`` gathers the processes' reports on a loopback port of
+  the launcher; that server must serve neither the page nor ``/state`` (which quote failure
+  messages) to whoever finds the port.
+* A report captured by whoever took the page's port first must be no quicker a test of the
+  run's passphrase than a captured CURVE handshake: its key goes through scrypt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+import naiad
+from naiad import monitor
+
+
+def _listening_ports() -> Set[int]:
+    """The loopback TCP ports this process listens on, from /proc (as any user could list
+    every port of the machine and then try each)."""
+    mine = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink().as_posix()
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[8:-1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and inode in mine:                  # LISTEN
+            ports.add(int(local.split(":")[1], 16))
+    return ports
+
+
+def _readable(port: int) -> Dict[str, int]:
+    """The status of ``/`` and ``/state`` on ``port``, asked as the page's own browser would."""
+    got = {}
+    for path in ("/", "/state"):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                         headers={"Host": f"127.0.0.1:{port}"})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                got[path] = response.status
+        except urllib.error.HTTPError as exc:
+            got[path] = exc.code
+        except OSError:
+            got[path] = -1
+    return got
+
+
+def _slow_failure(comp):
+    """Fails on a record that quotes something private, after a few seconds of epochs."""
+    inp = comp.new_input(name="salaries")
+
+    def check(r):
+        if "SSN" in r:
+            raise ValueError(f"bad record {r!r}")
+        return r
+    inp.stream.select(check).collect()
+    comp.activate()
+    for e in range(40):
+        inp.on_next([f"row {e}"] if e < 35 or comp.process_index else ["SSN 078-05-1120 alice"])
+        time.sleep(0.1)
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+def test_progress_alone_serves_nothing_to_read(capfd):
+    before = _listening_ports()
+    seen: List[Dict[str, int]] = []
+    done = threading.Event()
+
+    def scan():
+        while not done.is_set():
+            for port in _listening_ports() - before:
+                seen.append(_readable(port))
+            time.sleep(0.2)
+    scanner = threading.Thread(target=scan, daemon=True)
+    scanner.start()
+    try:
+        with pytest.raises(naiad.VertexError, match="bad record 'SSN"):
+            naiad.execute(_slow_failure, processes=2, progress=True)
+    finally:
+        done.set()
+        scanner.join(timeout=10)
+    # (other listeners of the launcher, not HTTP, drop the request: -1)
+    assert any(s == {"/": 404, "/state": 404} for s in seen), "the reports' server was not found"
+    assert all(set(s.values()) <= {404, -1} for s in seen), {str(s) for s in seen}
+    # The progress line is still fed by the processes' reports.
+    assert "naiad: " in capfd.readouterr().err
+    assert not _listening_ports() - before, "the reports' server outlived the run"
+
+
+def test_a_captured_report_tests_a_passphrase_only_through_scrypt():
+    """A process other than 0 posts its report to 127.0.0.1:PORT, where anyone may listen first.
+    Checking a guessed passphrase against the captured signature needs the guess's scrypt."""
+    passphrase = "same-in-both"
+    thief = socket.create_server(("127.0.0.1", 0))
+    port = thief.getsockname()[1]
+    captured: List[bytes] = []
+
+    def take():
+        conn, _ = thief.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(
+                    data.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0]):
+                data += conn.recv(65536)
+            captured.append(data)
+            conn.sendall(b"HTTP/1.0 204 No Content\r\n\r\n")
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    report = {"process": 1, "processes": 2, "workers": [], "graph": {}}
+    monitor.post_report(f"http://127.0.0.1:{port}/", monitor.report_token(passphrase), report)
+    taker.join(timeout=10)
+    thief.close()
+    head, body = captured[0].split(b"\r\n\r\n", 1)
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    sent, signature = headers["X-Naiad-Time"], headers["X-Naiad-Signature"]
+    assert json.loads(body) == report
+
+    def signs(key: str) -> bool:
+        return hmac.compare_digest(signature, monitor._signature(key, sent, body))
+    # A key made from the passphrase by a fast hash does not check it ...
+    fast = hmac.new(passphrase.encode(), b"naiad-monitor-report", hashlib.sha256).hexdigest()
+    assert not signs(fast)
+    assert not signs(hashlib.sha256(passphrase.encode()).hexdigest())
+    # ... the one made through scrypt, as the CURVE keys are, does.
+    master = hashlib.scrypt(passphrase.encode(), salt=b"naiad-curve-v2", n=2 ** 14, r=8, p=1,
+                            dklen=32)
+    slow = hashlib.sha256(b"naiad-curve-v2\0derived\0monitor-report\0" + master).hexdigest()
+    assert signs(slow)
+    assert not signs(monitor.report_token("same-in-both!"))
