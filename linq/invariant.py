@@ -141,18 +141,16 @@ class HeldVertex(LinqVertex):
         held = self.state["held"]
         if ek not in held:
             held[ek] = {}
-            last = Timestamp(ek[0], ek[1] + (self.last,))
-            self.notify_at(last)                       # drop the held side after the last
+            self._ask(Timestamp(ek[0], ek[1] + (self.last,)))   # drop the held side then
         if self.reducer is not None:
-            # cogroup: a result at every iteration from the lowest one a message came at (an
-            # iteration's message may come before an earlier one's: the invariant side, at
-            # the epoch's first iteration, may be the last to arrive).
-            covered = self.state.setdefault("covered", {})
-            c, top = time[1][-1], covered.get(ek, self.last)
-            if c < top:
-                covered[ek] = c
-                for i in range(c, top):
-                    self.notify_at(Timestamp(ek[0], ek[1] + (i,)))
+            self._ask(time)            # cogroup: a result at every iteration a message came at
+
+    def _ask(self, time) -> None:
+        """``notify_at(time)`` once, however many messages ask for it."""
+        asked = self.state.setdefault("asked", set())
+        if time not in asked:
+            asked.add(time)
+            self.notify_at(time)
 
     def on_recv_batch(self, edge: int, records: list, time) -> None:
         ek = self._epoch(time)
@@ -176,7 +174,7 @@ class HeldVertex(LinqVertex):
                 waiting = st["waiting"].get(time)
                 if waiting is None:
                     waiting = st["waiting"][time] = []
-                    self.notify_at(time)
+                    self._ask(time)
                 waiting.extend(records)
         except UserFunctionError:
             raise
@@ -238,6 +236,7 @@ class HeldVertex(LinqVertex):
     def on_notify(self, time) -> None:
         st = self.state
         ek = self._epoch(time)
+        st.setdefault("asked", set()).discard(time)
         st["ready"].add(ek)
         table = st["held"].get(ek, {})
         waiting = st["waiting"].pop(time, [])
@@ -245,12 +244,19 @@ class HeldVertex(LinqVertex):
             out = self._match(table, waiting) if waiting else None
         else:
             out = self._cogroup(table, waiting)
+            c = time[1][-1]
+            if (waiting or out) and c < self.last:
+                # The reducer runs at every iteration for every key of either side.  An
+                # iteration without varying records gives what the invariant side alone
+                # gives: when that was nothing, so is every later one until records come
+                # (which ask for their own iteration), so the chain stops there instead of
+                # running to the last iteration (10**9 for iterate_and_accumulate).
+                self._ask(Timestamp(ek[0], ek[1] + (c + 1,)))
         if out:
             self.send_batch_by(0, out, time)
         if time[1][-1] == self.last:
             st["held"].pop(ek, None)
             st["ready"].discard(ek)
-            st.get("covered", {}).pop(ek, None)
             if st.get("single") is not None and st["single"][0] is table:
                 del st["single"]
 

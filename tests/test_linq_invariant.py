@@ -80,6 +80,48 @@ def test_cogroup_with_invariant_side_reduces_every_key_at_every_iteration(cluste
     assert cluster.run(build, epochs) == {0: [(1, 31), (2, 18)], 1: [(3, 7)]}
 
 
+def _wear(k, mine, fixed):
+    """Each value at key ``k`` worn down by the key's invariant weights (at least 1), moved to
+    the next key; keys with no values give nothing, so every epoch's loop dies out."""
+    wear = max(1, sum(f for _, f in fixed))
+    return [((k + 1) % 7, v - wear) for _, v in mine if v > wear]
+
+
+def _wear_oracle(epoch: list) -> list:
+    xs = [r[1:] for r in epoch if r[0] == "x"]
+    fixed = defaultdict(list)
+    for r in epoch:
+        if r[0] == "f":
+            fixed[r[1]].append(r[1:])
+    out: list = []
+    while xs:
+        mine = defaultdict(list)
+        for r in xs:
+            mine[r[0]].append(r)
+        xs = [r for k in set(mine) | set(fixed) for r in _wear(k, mine[k], fixed[k])]
+        out += xs
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_cogroup_with_invariant_side_in_a_loop_that_dies_out(cluster, seed):
+    """iterate_and_accumulate runs until the iterated records die out (up to 10**9
+    iterations): a cogroup with an invariant side asked for a notification at every one of
+    them, up front, and never finished."""
+    rng = random.Random(seed)
+    epochs = [[("x", rng.randrange(7), rng.randint(1, 40)) for _ in range(rng.randint(0, 15))]
+              + [("f", rng.randrange(7), rng.randint(0, 3)) for _ in range(rng.randint(0, 6))]
+              for _ in range(3)]
+
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+        return xs.iterate_and_accumulate(
+            lambda loop, x: x.cogroup_by(loop.enter(fs), lambda r: r[0], lambda r: r[0], _wear),
+            10 ** 9)
+    want = {e: _wear_oracle(recs) for e, recs in enumerate(epochs)}
+    assert cluster.run(build, epochs) == {e: w for e, w in want.items() if w}
+
+
 @pytest.mark.parametrize("nodes,edges,seed", [(30, 60, 1), (200, 700, 2)])
 def test_pagerank_invariant_equals_power_iteration(cluster, nodes, edges, seed):
     graph = random_edges(nodes, edges, seed=seed)
