@@ -176,12 +176,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("naiad: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the computation's failure, reported plainly
+        if _stdout_closed_under(exc):  # the same, from a vertex or a callback that printed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         if args.debug:
             traceback.print_exc()
         else:
             print(f"naiad: {type(exc).__name__}: {exc}", file=sys.stderr)
             print("naiad: run with --debug for the traceback", file=sys.stderr)
         return 1
+
+
+def _stdout_closed_under(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure from writing to a standard output whose reader has gone
+    (a vertex or a subscriber printing into ``head``, its BrokenPipeError wrapped)."""
+    import select
+    chain, seen = [], set()
+    e: Optional[BaseException] = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    if not any(isinstance(e, BrokenPipeError) or "BrokenPipeError" in str(e) for e in chain):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _usage(parser: argparse.ArgumentParser, message: str) -> int:

@@ -38,6 +38,10 @@ def load_program(target: str) -> Callable[..., Any]:
     # installed, so a stray file there cannot stand in for a library the program imports.
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
+    if not module_name or module_name.startswith(".") or module_name.endswith("."):
+        msg = (f"{target!r} does not name a module; give MODULE:FUNCTION with an absolute "
+               "module name, e.g. samples.hello:program")
+        raise UsageError(msg)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

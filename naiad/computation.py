@@ -7,7 +7,7 @@ import time as _time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
-from naiad.config import OPTIONS, check_options, parse_args, positive_int
+from naiad.config import OPTIONS, check_layout, check_options, parse_args
 from naiad.console import FrontierProgress
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
 from naiad.recovery.coordinator import Coordinator
@@ -51,16 +51,7 @@ class Computation:
 
     def __init__(self, *, process_index: int = 0, processes: int = 1, workers: int = 1,
                  hosts: Optional[Sequence[str]] = None, **options: Any):
-        positive_int("processes", processes)
-        positive_int("workers", workers)
-        positive_int("process_index", process_index, minimum=0)
-        if process_index >= processes:
-            msg = f"process_index {process_index} is out of range for {processes} processes"
-            raise ValueError(msg)
-        if hosts is not None and len(hosts) != processes:
-            msg = (f"hosts lists {len(hosts)} address(es) for {processes} processes; give one "
-                   "host:port per process, in process order")
-            raise ValueError(msg)
+        check_layout(processes, workers, hosts, process_index)
         self.options = check_options(options)
         self.process_index = process_index
         self.processes = processes

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optiona
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
-__all__ = ["ProcessConfig", "parse_args", "unknown_flags", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
+__all__ = ["ProcessConfig", "parse_args", "check_layout", "MAX_WORKERS", "unknown_flags", "OPTIONS", "DEBUG_ENV", "check_options", "positive_int", "debug_progress_default",
            "describe"]
 
 
@@ -42,6 +42,55 @@ def positive_int(name: str, value: Any, minimum: int = 1, what: str = "") -> int
         msg = f"{what or name} must be {kind}; got {value!r}"
         raise ValueError(msg)
     return value
+
+
+MAX_WORKERS = 4096
+"""The most workers a computation may have in all (processes x workers per process)."""
+
+
+def check_layout(processes: Any, workers: Any, hosts: Optional[Sequence[str]] = None,
+                 process_index: Any = 0) -> None:
+    """A ValueError naming the first of the counts, index or addresses that cannot make a
+    computation: counts below 1 or beyond :data:`MAX_WORKERS` workers in all, an index out
+    of range, hosts not one distinct ``host:port`` (port 1..65535) per process.
+
+    >>> check_layout(2, 3, ["10.0.0.1:2101", "10.0.0.2:2101"], 1)
+    >>> check_layout(2, 1, ["127.0.0.1:2301", "127.0.0.1:2301"])
+    Traceback (most recent call last):
+      ...
+    ValueError: hosts lists 127.0.0.1:2301 twice; give each process a host:port of its own
+    >>> check_layout(10 ** 11, 1)
+    Traceback (most recent call last):
+      ...
+    ValueError: at most 4096 workers in all (processes x workers); got 100000000000 x 1
+    """
+    positive_int("processes", processes)
+    positive_int("workers", workers)
+    positive_int("process_index", process_index, minimum=0)
+    if processes * workers > MAX_WORKERS:
+        msg = (f"at most {MAX_WORKERS} workers in all (processes x workers); got "
+               f"{processes} x {workers}")
+        raise ValueError(msg)
+    if process_index >= processes:
+        msg = f"process_index {process_index} is out of range for {processes} processes"
+        raise ValueError(msg)
+    if hosts is None:
+        return
+    if isinstance(hosts, (str, bytes)) or len(hosts) != processes:
+        got = "a string" if isinstance(hosts, (str, bytes)) else f"{len(hosts)} address(es)"
+        msg = (f"hosts lists {got} for {processes} processes; give one host:port per process, "
+               "in process order")
+        raise ValueError(msg)
+    seen = set()
+    for h in hosts:
+        host, _, port = str(h).rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            msg = f"hosts: {h!r} is not host:port with a port 1..65535"
+            raise ValueError(msg)
+        if h in seen:
+            msg = f"hosts lists {h} twice; give each process a host:port of its own"
+            raise ValueError(msg)
+        seen.add(h)
 
 
 def _number(positive: bool, minimum: float = 0.0) -> Callable[[str, Any], None]:
@@ -220,18 +269,28 @@ def unknown_flags(argv: Sequence[str]) -> List[str]:
 def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
     """Parse Naiad's flags; unknown arguments are left for the program."""
     args, _ = _flag_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    if args.numprocs < 1 or not 0 <= args.procid < args.numprocs:
+    if args.numprocs < 1:
+        raise SystemExit(f"--numprocs must be at least 1; got {args.numprocs}")
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be at least 1; got {args.threads}")
+    if args.numprocs * args.threads > MAX_WORKERS:
+        msg = (f"--numprocs x --threads is at most {MAX_WORKERS} workers in all; got "
+               f"{args.numprocs} x {args.threads}")
+        raise SystemExit(msg)
+    if not 0 <= args.procid < args.numprocs:
         msg = (f"--procid {args.procid} must be in 0..{args.numprocs - 1} "
                f"(--numprocs {args.numprocs})")
         raise SystemExit(msg)
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be at least 1; got {args.threads}")
     if args.hosts is not None and len(args.hosts) != args.numprocs:
         msg = (f"--hosts lists {len(args.hosts)} address(es) but --numprocs is "
                f"{args.numprocs}; give one host:port per process")
         raise SystemExit(msg)
     if args.hosts is None and args.numprocs > 1:
         args.hosts = [f"127.0.0.1:{2101 + i}" for i in range(args.numprocs)]
+    try:
+        check_layout(args.numprocs, args.threads, args.hosts, args.procid)
+    except ValueError as exc:
+        raise SystemExit(f"--{exc}") from None
     if args.connect_timeout is not None and not args.connect_timeout > 0:
         raise SystemExit(f"--connect-timeout must be a positive number of seconds; got "
                          f"{args.connect_timeout}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, List
 
 from naiad.computation import Computation, run_program
-from naiad.config import check_options, positive_int
+from naiad.config import check_layout, check_options
 from naiad.launch import launch_local
 from naiad.observe import watch
 from naiad.recovery.restart import execute_with_recovery
@@ -38,8 +38,7 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
     if not callable(program):
         msg = f"execute needs a callable program(comp); got {type(program).__name__}"
         raise TypeError(msg)
-    positive_int("processes", processes)
-    positive_int("workers", workers)
+    check_layout(processes, workers)
     options = check_options(options)
     if options.get("trace"):
         clear_attempts(options["trace"])      # an earlier run's failed attempts

@@ -369,3 +369,39 @@ def test_components_counts_a_node_whose_only_edge_is_a_self_loop():
     assert first.startswith(f"{nx.number_connected_components(g)} components over "
                             f"{g.number_of_nodes()} nodes") and "equal to networkx" in first
     assert components_main(["--random", "1"]) == 0
+
+
+def test_process_flags_and_module_names_out_of_range_are_usage_errors():
+    """A layout that cannot be (no processes, billions of them or of threads, one address for
+    two processes, a port beyond 65535) and a module name that is not one: usage errors naming
+    the flag or the name, before anything runs (before: a MemoryError after gigabytes, a
+    KeyError, a port wrapped around to 4464, a bare ValueError)."""
+    naiad = str(BIN / "naiad")
+    env = dict(os.environ, NAIAD_SECRET="s3cret")
+    a, b = (f"127.0.0.1:{p}" for p in free_ports(2))
+    for args, named in (
+            (("run", "samples.hello:program", "-n", "0"), "--numprocs must be at least 1"),
+            (("run", "samples.hello:program", "-n", "99999999999"), "at most 4096 workers"),
+            (("run", "samples.hello:program", "-t", "99999999999999999999"),
+             "at most 4096 workers"),
+            (("run", "samples.hello:program", "-p", "0", "-n", "2", "-h", a, a),
+             f"--hosts lists {a} twice"),
+            (("sample", "hello", "-p", "0", "-n", "2", "-h", "127.0.0.1:70000", b),
+             "'127.0.0.1:70000' is not host:port with a port 1..65535"),
+            (("run", ":program"), "':program' does not name a module"),
+            (("graph", ".myprog:program"), "'.myprog:program' does not name a module")):
+        got = subprocess.run([naiad, *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert got.returncode == 2 and named in got.stderr, (args, got.returncode, got.stderr)
+
+
+@pytest.mark.parametrize("args", [("sample", "mapreduce"), ("sample", "hello", "--rounds", "2000")])
+def test_output_piped_into_head_from_a_vertex_is_not_a_failure(args):
+    """A subscriber or a vertex that prints into a closed pipe: exit 0 and nothing on stderr,
+    as when the program itself prints (its BrokenPipeError came wrapped in a VertexError)."""
+    naiad = str(BIN / "naiad")
+    got = subprocess.run(f"{shlex.join([naiad, *args])} | head -1; "
+                         "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash",
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and got.stderr == "", (got.returncode, got.stderr[-500:])
+    assert len(got.stdout.splitlines()) == 1

@@ -31,7 +31,7 @@ from typing import Any, Callable, List, Optional, Union
 
 from naiad.observe import watch
 from naiad.computation import Computation
-from naiad.config import check_options, positive_int
+from naiad.config import check_layout, check_options, positive_int
 from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
 from naiad.transport.security import random_secret
@@ -396,7 +396,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     partitions = data.rdd.getNumPartitions() if frame else data.getNumPartitions()
     if processes is None:
         processes = max(1, partitions)
-    positive_int("processes", processes)
+    check_layout(processes, workers)
     slots = task_slots(spark)
     if slots is not None and processes > slots:
         master = spark.sparkContext.master
