@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import compress, repeat
 from operator import is_not, itemgetter
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple, Union
 
 from naiad.errors import GraphError
 from naiad.graph import Stream
@@ -39,7 +39,7 @@ from naiad.loops import LoopContext
 from naiad.progress.timestamp import Timestamp
 from linq.core import LinqVertex, UserFunctionError, emit
 
-__all__ = ["Loop", "held", "mark_held", "inherit", "check_mix", "HeldVertex", "held_stage", "checked_concat"]
+__all__ = ["Loop", "held", "mark_held", "last_of", "inherit", "check_mix", "HeldVertex", "held_stage", "checked_concat"]
 
 _KEY = "linq.invariant"      # StageDef.params: (loop scope, last iteration) of an invariant output
 
@@ -70,29 +70,28 @@ class Loop:
                    "iterated one")
             raise GraphError(msg)
         outer = held(stream)
-        if outer is not None:
-            msg = (f"loop {ctx.name!r} enter: the stream is loop-invariant in the enclosing loop "
-                   f"{outer[0].path()} (from its loop.enter), so its records exist at that "
-                   "loop's first iteration only and this loop would miss them at the next "
-                   "ones; join or cogroup with it in the enclosing loop's body, or enter the "
-                   "stream it was made from into the enclosing loop as part of the iterated "
-                   "stream")
-            raise GraphError(msg)
-        self.entered_varying = True
+        lasts: Tuple[int, ...] = (self.iterations - 1,)
+        if outer is None:
+            self.entered_varying = True
+        else:
+            # Invariant in the enclosing loop too: its records, at that loop's first
+            # iteration, hold at every iteration of both (a join keeps them by epoch).
+            lasts = outer[1] + lasts
         out = ctx.enter(stream)
-        mark_held(out, (ctx.scope, self.iterations - 1))
+        mark_held(out, (ctx.scope, lasts))
         return out
 
 
 def mark_held(stream: Stream, value) -> Stream:
-    """Mark ``stream`` invariant in a loop: ``value`` is ``(loop scope, last iteration)``."""
+    """Mark ``stream`` invariant in a loop: ``value`` is ``(loop scope, last iterations)``,
+    the last iteration of that loop and, first, of every enclosing loop it is invariant in."""
     for sid, _ in stream.sources:
         stream.graph.stages[sid].params[_KEY] = value
     return stream
 
 
 def held(stream: Stream) -> Optional[tuple]:
-    """``(loop scope, last iteration)`` when every source of ``stream`` is invariant, ``None``
+    """``(loop scope, last iterations)`` when every source of ``stream`` is invariant, ``None``
     when none is; a GraphError when the stream mixes both (a concat of the two kinds)."""
     marks = [stream.graph.stages[sid].params.get(_KEY) for sid, _ in stream.sources]
     if all(m is None for m in marks):
@@ -102,6 +101,19 @@ def held(stream: Stream) -> Optional[tuple]:
                          "a varying one; the invariant records would hold at the first "
                          "iteration only. Combine them with join or cogroup_by instead")
     return marks[0]
+
+
+def last_of(op: str, mark: tuple) -> int:
+    """The last iteration of the loop an invariant input (``mark``, from :func:`held`) belongs
+    to; a GraphError for an input invariant in an enclosing loop as well, which only the
+    record join keeps across both loops."""
+    lasts = mark[1]
+    if len(lasts) > 1:
+        msg = (f"{op}: the loop-invariant input is invariant in the enclosing loop as well, "
+               "which only a join of records keeps across both loops; join with it, or use "
+               "it in the enclosing loop's body")
+        raise GraphError(msg)
+    return lasts[0]
 
 
 def inherit(op: str, inputs, out: Stream) -> Stream:
@@ -125,23 +137,27 @@ def check_mix(op: str) -> None:
 class HeldVertex(LinqVertex):
     """``join`` (``reducer is None``) or ``cogroup_by`` of ``(key, record)`` pairs where input
     ``held_edge`` is invariant: its records (at iteration 0) are kept per epoch and outer loop
-    counters until the notification of iteration ``last``."""
+    counters until the notification of iteration ``last``.  ``last`` may be a tuple, the last
+    iterations of the loops the side is invariant in, outermost first: the records are then
+    kept per epoch and the counters of the loops around those (a join only)."""
 
-    def __init__(self, op: str, held_edge: int, last: int, result: Optional[Callable] = None,
-                 reducer: Optional[Callable] = None, diagnose=None):
+    def __init__(self, op: str, held_edge: int, last: Union[int, Tuple[int, ...]],
+                 result: Optional[Callable] = None, reducer: Optional[Callable] = None,
+                 diagnose=None):
         super().__init__()
-        self.op, self.held_edge, self.last = op, held_edge, last
+        self.lasts = last if isinstance(last, tuple) else (last,)
+        self.op, self.held_edge, self.last = op, held_edge, self.lasts[-1]
         self.result, self.reducer, self.diagnose = result, reducer, diagnose
         self.state = {"held": {}, "ready": set(), "waiting": {}}
 
     def _epoch(self, time) -> tuple:
-        return (time[0], time[1][:-1])
+        return (time[0], time[1][:-len(self.lasts)])
 
     def _first_sight(self, ek: tuple, time) -> None:
         held = self.state["held"]
         if ek not in held:
             held[ek] = {}
-            self._ask(Timestamp(ek[0], ek[1] + (self.last,)))   # drop the held side then
+            self._ask(Timestamp(ek[0], ek[1] + self.lasts))     # drop the held side then
         if self.reducer is not None:
             self._ask(time)            # cogroup: a result at every iteration a message came at
 
@@ -254,7 +270,7 @@ class HeldVertex(LinqVertex):
                 self._ask(Timestamp(ek[0], ek[1] + (c + 1,)))
         if out:
             self.send_batch_by(0, out, time)
-        if time[1][-1] == self.last:
+        if time[1][-len(self.lasts):] == self.lasts:
             st["held"].pop(ek, None)
             st["ready"].discard(ek)
             if st.get("single") is not None and st["single"][0] is table:
@@ -285,11 +301,17 @@ def held_stage(op: str, left: Stream, right: Stream, diagnose, result=None,
     """A :class:`HeldVertex` stage over keyed ``left`` and ``right``, one of them invariant."""
     import stages
     held_edge = 0 if held(left) is not None else 1
-    scope, last = held(left if held_edge == 0 else right)
+    scope, lasts = held(left if held_edge == 0 else right)
     if scope is not left.scope:
         msg = (f"{op}: the loop-invariant input belongs to loop {scope.path()}, but the operator "
                f"runs in {left.scope.path()}; enter the stream in the loop that uses it")
         raise GraphError(msg)
+    if reducer is not None and len(lasts) > 1:
+        msg = (f"{op}: the loop-invariant input is invariant in the enclosing loop as well, and "
+               "cogroup_by calls its reducer at every iteration of both even where no record "
+               "comes; join with it, or cogroup with it in the enclosing loop's body")
+        raise GraphError(msg)
+    last = lasts if len(lasts) > 1 else lasts[0]
     st = stages.new_stage(lambda: HeldVertex(op, held_edge, last, result, reducer, diagnose),
                           name=op)
     st.new_input(left, _first)

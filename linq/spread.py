@@ -48,7 +48,7 @@ from naiad.graph import Stream
 from naiad.optional import numpy as _numpy  # optional: without it every batch takes the general path
 from linq.blocks import Router, merge_blocks
 from linq.core import UserFunctionError, label, need_callable, need_stream
-from linq.invariant import HeldVertex, held
+from linq.invariant import HeldVertex, held, last_of
 
 
 __all__ = ["spread", "SpreadVertex"]
@@ -268,7 +268,7 @@ def spread(stream: Stream, edges: Stream, share: Callable[[Any, Any], Any],
         msg = (f"{op}: the edges must be loop-invariant (from loop.enter) and the iterated "
                "stream must not be; use join, select_many and aggregate otherwise")
         raise GraphError(msg)
-    scope, last = mark
+    scope, last = mark[0], last_of(op, mark)
     if scope is not stream.scope:
         msg = (f"{op}: the edges belong to loop {scope.path()}, but the operator runs in "
                f"{stream.scope.path()}; enter the stream in the loop that uses it")

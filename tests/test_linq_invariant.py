@@ -237,18 +237,65 @@ def test_an_inner_loop_over_an_invariant_stream_stays_invariant(cluster):
     assert got == {e: _nested_oracle(recs, outer, inner) for e, recs in enumerate(epochs)}
 
 
-def test_entering_an_outer_invariant_stream_into_an_inner_loop_is_refused():
-    """Its records exist at the outer loop's first iteration only: the inner loops of the later
-    outer iterations silently missed them."""
+def _scaled_in_nested_loops(accumulate: bool):
+    """Outer rounds, each an inner loop joining x with the factors entered into the outer loop
+    and then into the inner one (invariant in both)."""
     def build(comp, s):
         xs, fs = tagged(s, "x"), tagged(s, "f")
 
         def body(loop, x):
             f = loop.enter(fs)
-            return x.iterate(lambda inner, y: y.join(inner.enter(f), lambda r: r[0],
-                                                     lambda r: r[0], lambda a, b: a), 2)
+            inner = x.iterate(lambda i, y: y.join(i.enter(f), lambda r: r[0], lambda r: r[0],
+                                                  lambda a, b: (a[0], a[1] * b[1])), 2)
+            return inner.where(lambda r: r[1] < 10 ** 4) if accumulate else inner
+        if accumulate:
+            return xs.iterate_and_accumulate(body, 10 ** 9)
         return xs.iterate(body, 3)
-    with pytest.raises(GraphError, match="invariant in the enclosing loop"):
+    return build
+
+
+def _scaled_oracle(epoch: list, accumulate: bool) -> list:
+    fs = defaultdict(list)
+    for _, k, f in (r for r in epoch if r[0] == "f"):
+        fs[k].append(f)
+    xs, out = [r[1:] for r in epoch if r[0] == "x"], []
+    for _ in range(10 ** 9 if accumulate else 3):
+        for _ in range(2):
+            xs = [(k, v * f) for k, v in xs for f in fs[k]]
+        if accumulate:
+            xs = [r for r in xs if r[1] < 10 ** 4]
+            out += xs
+        if not xs:
+            break
+    return sorted(out if accumulate else xs)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_an_outer_invariant_stream_entered_into_an_inner_loop(cluster, accumulate):
+    """Its records, at the outer loop's first iteration, hold at every iteration of both loops
+    (it was refused: the inner loops of later outer iterations would have missed them)."""
+    epochs = [[("x", k, v) for k, v in recs] + [("f", k, f) for k, f in factors]
+              for recs, factors in (([(1, 1), (2, 3), (3, 1)], [(1, 2), (1, 3), (2, 2), (3, 5)]),
+                                    ([], [(1, 2)]), ([(4, 5)], []),
+                                    ([(5, 1), (6, 2)], [(5, 2), (6, 3), (6, 2)]))]
+    want = {e: _scaled_oracle(recs, accumulate) for e, recs in enumerate(epochs)}
+    got = cluster.run(_scaled_in_nested_loops(accumulate), epochs)
+    assert {e: g for e, g in got.items() if g} == {e: w for e, w in want.items() if w}
+    assert want[0] and want[3]
+
+
+def test_an_outer_invariant_stream_in_an_inner_cogroup_is_refused():
+    """cogroup_by would owe a result at every inner iteration of every outer one, even those
+    no record reaches: refused, naming the way out."""
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def body(loop, x):
+            f = loop.enter(fs)
+            return x.iterate(lambda i, y: y.cogroup_by(i.enter(f), lambda r: r[0],
+                                                       lambda r: r[0], lambda k, a, b: a), 2)
+        return xs.iterate(body, 3)
+    with pytest.raises(GraphError, match="invariant in the enclosing loop as well.*join"):
         run(build, [[("x", 1, 1), ("f", 1, 2)]])
 
 

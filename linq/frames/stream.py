@@ -33,7 +33,7 @@ from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
 from linq.frames.vertices import (Accumulate, FrameError, MapTables, Split, _Checked,
                                   require_columns)
-from linq.invariant import held, inherit
+from linq.invariant import held, inherit, last_of
 from naiad.errors import GraphError
 
 __all__ = ["FrameStream", "of", "AGGREGATIONS"]
@@ -266,7 +266,7 @@ class FrameStream:
     def _held_join(self, op: str, left: Stream, right: Stream, marks: list,
                    keys: List[List[str]], how: str) -> Stream:
         held_edge = 0 if marks[0] is not None else 1
-        scope, last = marks[held_edge]
+        scope, last = marks[held_edge][0], last_of(op, marks[held_edge])
         if scope is not left.scope:
             msg = (f"{op}: the loop-invariant input belongs to loop {scope.path()}, but the "
                    f"join runs in {left.scope.path()}; enter the stream in the loop that uses it")
@@ -293,7 +293,7 @@ class FrameStream:
         routes = route_keys(self._workers)
         mark = held(other.stream)
         if mark is not None and held(self.stream) is None:
-            scope, last = mark
+            scope, last = mark[0], last_of(op, mark)
             if scope is not self.stream.scope:
                 msg = (f"{op}: the edges belong to loop {scope.path()}, but spread runs in "
                        f"{self.stream.scope.path()}; enter the stream in the loop that uses it")
