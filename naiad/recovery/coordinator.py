@@ -51,6 +51,7 @@ class Coordinator:
         self.comp = comp
         self.store: Any = comp.store
         self.last = base
+        self.demands = 0                 # comp.checkpoint() calls so far (collective)
         self.next = self._first_boundary(base)
         self.clock = _time.monotonic()
         self.stats: List[Dict[str, Any]] = comp.checkpoint_stats
@@ -239,6 +240,12 @@ class Coordinator:
             self._checkpoint_now()
         self.committer.flush(self.bound)
         self.comp.check_failed()
+        if self.comp.processes > 1:
+            # Process 0 commits after every part is written, then arrives here: the others
+            # return only once the checkpoint is committed, not merely their part written.
+            self.demands += 1
+            self.comp.fabric.barrier(f"durable-{self.demands}", self.bound)
+            self.comp.check_failed()
 
     def _checkpoint_now(self) -> None:
         self._advance(None)          # the policy's boundary, if every input has reached it
@@ -256,6 +263,15 @@ class Coordinator:
             msg = ("comp.checkpoint(): the inputs are at different epochs; call it when every "
                    "open input has been fed the same number of epochs")
             raise NaiadError(msg)
+        past = sorted(f"{i.name!r} (fed epochs up to {i.epoch - 1})" for i in inputs
+                      if i.completed and i.epoch > boundary)
+        if past and boundary > self.last:
+            # Its epochs from the boundary on are in the computation already: a checkpoint
+            # there would hold them, as done, in the state of "everything before epoch B".
+            msg = (f"comp.checkpoint(): completed input(s) {', '.join(past)} went past the "
+                   f"boundary at epoch {boundary} that the open inputs are at; call "
+                   "comp.checkpoint() before feeding any input past the boundary")
+            raise CheckpointMisaligned(msg)
         if boundary > self.last:
             self.take(boundary)
 
