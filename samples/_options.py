@@ -1,7 +1,8 @@
 """Command-line options of the samples that run as one process of an SPMD computation.
 
 Such a sample takes its own options and Naiad's process flags (``-p -n -t -h``, which go to
-``naiad.Computation.from_args``); ``--help`` describes both.
+``naiad.Computation.from_args``); ``--help`` describes both.  Every sample's
+``python -m samples.NAME`` runs :func:`naiad_sample`, as ``naiad sample NAME`` would.
 
 >>> parser = spmd_parser("samples.demo", "A demo.")
 >>> _ = parser.add_argument("--rounds", type=int, default=3)
@@ -13,11 +14,13 @@ Such a sample takes its own options and Naiad's process flags (``-p -n -t -h``, 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Optional, Sequence
 
 import naiad.config
 
-__all__ = ["sample_parser", "spmd_parser", "spmd_args", "positive", "at_least", "rmat_scale", "port"]
+__all__ = ["naiad_sample", "sample_parser", "spmd_parser", "spmd_args", "positive", "at_least",
+           "rmat_scale", "port"]
 
 NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   -p, --procid ID          this process's index (default 0)
@@ -27,6 +30,16 @@ NAIAD_FLAGS = """Naiad's process flags (this process's part of the computation):
   --connect-timeout S      seconds to wait for the other processes (default 30)
 
 Start one process per index, each with the same -n, -t and -h."""
+
+
+def naiad_sample(name: str, argv: Optional[Sequence[str]] = None) -> int:
+    """The exit code of ``naiad sample NAME ARGS`` run in this process, ``ARGS`` being ``argv``
+    or this process's arguments: what ``python -m samples.NAME ARGS`` runs, so that it has the
+    same options, messages and exit codes (2 a usage error, 1 a failure said in one line, 130
+    interrupted; output cut short by a closed pipe is no failure) and no raw tracebacks
+    (``naiad --debug sample NAME ARGS`` shows them)."""
+    from naiad.cli import main            # here: naiad.cli imports the samples it runs
+    return main(["sample", name, *(sys.argv[1:] if argv is None else argv)])
 
 
 def sample_parser(name: str, doc: str) -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import positive, spmd_args, spmd_parser
+from samples._options import naiad_sample, positive, spmd_args, spmd_parser
 
 __all__ = ["CollatzStep", "Pair", "prepare", "collatz", "collatz_steps", "program", "merge",
            "main"]
@@ -137,4 +137,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("collatz"))

@@ -45,7 +45,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, random_edges, stdlib_import_graph, undirected
-from samples._options import positive, sample_parser
+from samples._options import naiad_sample, positive, sample_parser
 
 __all__ = ["components", "components_invariant", "components_spread", "label_propagation", "undirected_records", "rounds_needed", "oracle", "program",
            "run_components", "main"]
@@ -239,4 +239,4 @@ def main(argv: Iterable[str] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("components"))

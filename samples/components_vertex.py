@@ -32,7 +32,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import positive, spmd_args, spmd_parser
+from samples._options import naiad_sample, positive, spmd_args, spmd_parser
 
 __all__ = ["END", "Symmetrize", "Propagate", "components", "random_graph", "oracle",
            "program", "main"]
@@ -208,4 +208,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("components_vertex"))

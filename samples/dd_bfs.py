@@ -23,10 +23,11 @@ import sys
 import time
 from operator import itemgetter
 from collections import deque
-from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
 import naiad
-from samples._options import at_least, positive, sample_parser
+from samples._options import at_least, naiad_sample, positive, sample_parser
+from samples.graphs import free_edge
 from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import replay
@@ -74,21 +75,45 @@ def oracle(roots: Iterable[Hashable], edges: Iterable[Edge]) -> Dict[Hashable, i
 
 def changes(nodes: int, edges: int, epochs: int, per_epoch: int, seed: int = 0
             ) -> Tuple[List[Edge], List[List[Tuple[Edge, int]]]]:
-    """A random directed graph and ``epochs`` epochs, each removing and adding ``per_epoch``."""
+    """A random directed graph of ``edges`` distinct edges (self-loops included: at most
+    ``nodes ** 2``) and ``epochs`` epochs, each rewiring ``per_epoch`` of them: removing one
+    and adding one that is not there.  A complete graph has nowhere to rewire to: its
+    rewirings are skipped (the epochs have no changes).
+
+    >>> changes(2, 4, epochs=2, per_epoch=3)
+    ([(0, 0), (0, 1), (1, 0), (1, 1)], [[], []])
+    >>> changes(2, 5, epochs=1, per_epoch=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: 5 edges are more than the 4 that 2 nodes allow
+    """
+    possible = nodes * nodes
+    if edges > possible:
+        raise ValueError(f"{edges} edges are more than the {possible} that {nodes} nodes allow")
     rng = random.Random(seed)
-    present = set()
-    while len(present) < edges:
-        present.add((rng.randrange(nodes), rng.randrange(nodes)))
+    present: Set[Edge] = set()
+    if 2 * edges <= possible:           # sparse: at most two draws per edge on average
+        while len(present) < edges:
+            present.add((rng.randrange(nodes), rng.randrange(nodes)))
+    else:                               # dense: drawing until all are there could take long
+        present = {divmod(i, nodes) for i in rng.sample(range(possible), edges)}
     initial = sorted(present)
+
+    def draw() -> Edge:
+        return (rng.randrange(nodes), rng.randrange(nodes))
+
+    def every() -> Iterable[Edge]:
+        return ((u, v) for u in range(nodes) for v in range(nodes))
     out = []
     for _ in range(epochs):
-        epoch = []
+        epoch: List[Tuple[Edge, int]] = []
         for _ in range(per_epoch):
+            if len(present) == possible:
+                continue                # complete: no edge to rewire to
             gone = rng.choice(sorted(present))
             present.discard(gone)
-            new = (rng.randrange(nodes), rng.randrange(nodes))
-            while new in present:
-                new = (rng.randrange(nodes), rng.randrange(nodes))
+            new = free_edge(rng, draw, lambda e: e not in present and e != gone, every)
+            assert new is not None      # the graph was not complete
             present.add(new)
             epoch += [(gone, -1), (new, 1)]
         out.append(epoch)
@@ -136,6 +161,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     parser.add_argument("-n", "--processes", type=positive, default=1)
     parser.add_argument("-t", "--workers", type=positive, default=1)
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.edges > args.nodes ** 2:
+        parser.error(f"--edges {args.edges} is more than the {args.nodes ** 2} edges --nodes "
+                     f"{args.nodes} allows (one per ordered pair of nodes, self-loops included)")
     edges, updates = changes(args.nodes, args.edges, args.epochs, args.changes, args.seed)
     roots = [0]
     t0 = time.perf_counter()
@@ -143,11 +171,14 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     took = time.perf_counter() - t0
     check(roots, edges, updates, results)
     reached = len(oracle(roots, edges))
+    skipped = args.epochs * args.changes - sum(len(u) for u in updates) // 2
+    why = (f" ({skipped} rewirings skipped: the graph has every possible edge, none is free to "
+           "rewire to)" if skipped else "")
     print(f"{reached} nodes reached from {roots} over {len(edges)} edges, then {args.epochs} "
-          f"epochs of {args.changes} rewired edges: {took:.2f} s; every epoch equal to a "
+          f"epochs of {args.changes} rewired edges{why}: {took:.2f} s; every epoch equal to a "
           "breadth-first search from scratch")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("dd_bfs"))

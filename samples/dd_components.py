@@ -42,8 +42,8 @@ from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.debian import real_graph
-from samples.graphs import random_edges
-from samples._options import at_least, positive, sample_parser
+from samples.graphs import free_edge, random_edges
+from samples._options import at_least, naiad_sample, positive, sample_parser
 
 __all__ = ["components", "priorities", "symmetric", "oracle", "rewirings", "run", "main"]
 
@@ -128,20 +128,41 @@ def oracle(edges: Iterable[Edge]) -> Dict[Hashable, Hashable]:
 
 
 def rewirings(edges: Sequence[Edge], count: int, seed: int = 0) -> List[List[Tuple[Edge, int]]]:
-    """``count`` epochs of changes, each removing one present edge and adding a new one."""
+    """``count`` epochs of changes, each removing one present edge and adding a new one.
+
+    Self-loops do not count (:func:`symmetric` drops them).  When no edge can move (there is
+    none, or every edge between the graph's nodes is there), the epoch has no changes.
+
+    >>> rewirings([(1, 1), (2, 2)], 2)
+    [[], []]
+    >>> rewirings([(1, 2)], 1)
+    [[]]
+    """
     rng = random.Random(seed)
     present = {(min(u, v), max(u, v)) for u, v in edges if u != v}
     nodes = sorted({u for e in present for u in e})
     order = sorted(present)
-    out = []
+
+    def draw() -> Edge:
+        a, b = rng.sample(nodes, 2)
+        return (min(a, b), max(a, b))
+
+    def every() -> Iterable[Edge]:
+        return ((a, b) for i, a in enumerate(nodes) for b in nodes[i + 1:])
+    out: List[List[Tuple[Edge, int]]] = []
     for _ in range(count):
-        gone = order.pop(rng.randrange(len(order)))
+        if not order:
+            out.append([])              # no edge between two different nodes
+            continue
+        at = rng.randrange(len(order))
+        gone = order.pop(at)
         present.discard(gone)
-        while True:
-            a, b = rng.sample(nodes, 2)
-            new = (min(a, b), max(a, b))
-            if new not in present:
-                break
+        new = free_edge(rng, draw, lambda e: e not in present and e != gone, every)
+        if new is None:                 # every edge between the nodes is there
+            present.add(gone)
+            order.insert(at, gone)
+            out.append([])
+            continue
         present.add(new)
         order.append(new)
         out.append([(e, -1) for e in symmetric([gone])] + [(e, 1) for e in symmetric([new])])
@@ -205,6 +226,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         edges, what = real_graph()
     print(f"connected components of the {what}")
     updates = rewirings(edges, args.updates, args.seed)
+    skipped = sum(1 for u in updates if not u)
+    if skipped:
+        print(f"{skipped} of the {args.updates} epochs rewire no edge: no edge between two "
+              "different nodes can move to a free place (self-loops do not count)")
     out = run(edges, updates, args.processes, args.workers, check=args.check, echo=True,
               prioritized=not args.plain)
     lat = sorted(out[0]["latencies"])
@@ -215,4 +240,4 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("dd_components"))

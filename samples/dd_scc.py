@@ -30,9 +30,9 @@ import naiad
 from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import replay
-from samples.graphs import random_edges
+from samples.graphs import free_edge, random_edges
 from samples.textdata import stdlib_import_graph
-from samples._options import at_least, positive, sample_parser
+from samples._options import at_least, naiad_sample, positive, sample_parser
 
 __all__ = ["scc", "trim", "oracle", "run", "main"]
 
@@ -129,17 +129,40 @@ def check(edges: Sequence[Edge], updates: Sequence[Sequence[Tuple[Edge, int]]],
 
 
 def rewire(edges: Sequence[Edge], epochs: int, seed: int) -> List[List[Tuple[Edge, int]]]:
-    """Epochs that each remove one edge and add one between random nodes."""
+    """Epochs that each remove one edge and add one between two different random nodes.
+
+    When no such edge is free (the edges have one node, or every edge between two different
+    nodes is there), the epoch has no changes.
+
+    >>> rewire([(1, 1)], epochs=2, seed=0)
+    [[], []]
+    >>> rewire([(1, 2), (2, 1)], epochs=1, seed=0)
+    [[]]
+    >>> rewire([(1, 1), (2, 2)], epochs=1, seed=0)
+    [[((2, 2), -1), ((2, 1), 1)]]
+    """
     rng = random.Random(seed)
     present = set(edges)
     nodes = sorted({u for e in present for u in e}, key=repr)
-    out = []
+
+    def draw() -> Edge:
+        return (rng.choice(nodes), rng.choice(nodes))
+
+    def every() -> Iterable[Edge]:
+        return ((u, v) for u in nodes for v in nodes if u != v)
+    out: List[List[Tuple[Edge, int]]] = []
     for _ in range(epochs):
+        if len(nodes) < 2:
+            out.append([])              # one node: no edge between two different nodes
+            continue
         gone = rng.choice(sorted(present, key=repr))
         present.discard(gone)
-        new = (rng.choice(nodes), rng.choice(nodes))
-        while new in present or new[0] == new[1]:
-            new = (rng.choice(nodes), rng.choice(nodes))
+        new = free_edge(rng, draw, lambda e: e not in present and e != gone and e[0] != e[1],
+                        every)
+        if new is None:                 # every edge between two different nodes is there
+            present.add(gone)
+            out.append([])
+            continue
         present.add(new)
         out.append([(gone, -1), (new, 1)])
     return out
@@ -165,10 +188,14 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     results = run(edges, updates, args.processes, args.workers)
     took = time.perf_counter() - t0
     check(edges, updates, results)
-    print(f"strongly connected edges of the {what} ({len(edges)} edges), then {args.epochs} "
-          f"rewirings: {took:.2f} s; every epoch equal to networkx")
+    rewired = sum(1 for u in updates if u)
+    done = (f"{args.epochs} rewirings" if rewired == args.epochs else
+            f"{args.epochs} epochs, {rewired} rewiring an edge and {args.epochs - rewired} "
+            "without (no edge between two different nodes was free to rewire to)")
+    print(f"strongly connected edges of the {what} ({len(edges)} edges), then {done}: "
+          f"{took:.2f} s; every epoch equal to networkx")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("dd_scc"))

@@ -26,7 +26,7 @@ from linq import differential as dd
 from linq.differential import Collection
 from linq.differential.testing import feed_timed, replay
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import positive, sample_parser
+from samples._options import naiad_sample, positive, sample_parser
 
 __all__ = ["word_counts", "epochs_of_files", "run", "main"]
 
@@ -117,4 +117,4 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("dd_wordcount"))

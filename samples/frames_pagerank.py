@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import naiad
-from samples._options import positive, rmat_scale, sample_parser
+from samples._options import naiad_sample, positive, rmat_scale, sample_parser
 from linq import frames
 
 __all__ = ["owned_tables", "pagerank", "program", "run_frames_pagerank", "power_iteration",
@@ -225,4 +225,4 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("frames_pagerank"))

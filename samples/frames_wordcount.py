@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import naiad
 from linq import frames
 from naiad.testing import shard
+from samples._options import naiad_sample
 from samples.textdata import read_lines, stdlib_text_files
 from samples.wordcount import AHEAD, epochs_of, oracle, timed_report, word_count_options
 
@@ -81,4 +82,4 @@ def main(argv: Iterable[str] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("frames_wordcount"))

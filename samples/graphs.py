@@ -16,11 +16,12 @@ True
 from __future__ import annotations
 
 import random
-from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 from samples.textdata import stdlib_import_graph
 
-__all__ = ["stdlib_import_graph", "rmat_edges", "random_edges", "adjacency", "undirected"]
+__all__ = ["stdlib_import_graph", "rmat_edges", "random_edges", "free_edge", "adjacency",
+           "undirected"]
 
 Edge = Tuple[Hashable, Hashable]
 
@@ -79,6 +80,32 @@ def random_edges(nodes: int, edges: int, seed: int = 0) -> List[Tuple[int, int]]
     """``edges`` directed edges between uniformly random nodes ``0 .. nodes-1`` (seeded)."""
     rng = random.Random(seed)
     return [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
+
+
+def free_edge(rng: random.Random, draw: Callable[[], Edge], free: Callable[[Edge], bool],
+              every: Callable[[], Iterable[Edge]], tries: int = 64) -> Optional[Edge]:
+    """A random edge for which ``free`` holds, or None when no edge of ``every()`` is free.
+
+    Up to ``tries`` edges come from ``draw`` (the first free one is taken, so a sparse graph's
+    rewirings draw as many numbers as a plain draw-until-free loop); after that the edge is a
+    uniform choice among the free ones of ``every()``, so a dense or complete graph costs one
+    pass over its possible edges instead of a loop that may never end.
+
+    >>> rng = random.Random(1)
+    >>> taken = {(0, 0), (0, 1), (1, 0)}
+    >>> def draw(): return (rng.randrange(2), rng.randrange(2))
+    >>> every = lambda: [(u, v) for u in range(2) for v in range(2)]
+    >>> free_edge(rng, draw, lambda e: e not in taken, every)
+    (1, 1)
+    >>> print(free_edge(rng, draw, lambda e: e not in taken and e != (1, 1), every))
+    None
+    """
+    for _ in range(tries):
+        edge = draw()
+        if free(edge):
+            return edge
+    left = [e for e in every() if free(e)]
+    return rng.choice(left) if left else None
 
 
 def adjacency(edges: Iterable[Edge], nodes: Optional[Sequence[Hashable]] = None

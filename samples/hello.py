@@ -8,8 +8,11 @@ Run it like any Naiad program, with Naiad's flags::
 
     python -m samples.hello                  # one worker
     python -m samples.hello -t 2             # two worker threads
-    python -m samples.hello -n 2 -p 0 &      # two processes, started by hand
-    python -m samples.hello -n 2 -p 1
+    NAIAD_SECRET=same-in-both python -m samples.hello -n 2 -p 0 &   # two processes, by hand
+    NAIAD_SECRET=same-in-both python -m samples.hello -n 2 -p 1
+
+Processes started by hand must share a secret (``NAIAD_SECRET``, or ``NAIAD_SECRET_FILE``
+naming a file only you can read), as docs/cli.md says: without one they refuse to start.
 
 >>> import naiad
 >>> [seen] = naiad.execute(program, workers=2)
@@ -25,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 import stages
-from samples._options import positive, spmd_args, spmd_parser
+from samples._options import naiad_sample, positive, spmd_args, spmd_parser
 
 __all__ = ["Inspect", "hello", "program", "main"]
 
@@ -77,4 +80,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("hello"))

@@ -30,7 +30,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
 import naiad
-from samples._options import positive, sample_parser
+from samples._options import naiad_sample, positive, sample_parser
 from naiad.graph import Stream
 from naiad.testing import shard as share_of
 
@@ -183,4 +183,4 @@ def main(argv: Iterable[str] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("kmeans"))

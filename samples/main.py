@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import numpy as np
 
 import naiad
-from samples._options import port, positive, rmat_scale, sample_parser
+from samples._options import naiad_sample, port, positive, rmat_scale, sample_parser
 import stages
 from naiad.partition import key_hash, route_keys
 
@@ -357,4 +357,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("main"))

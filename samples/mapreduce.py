@@ -37,7 +37,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import positive, sample_parser
+from samples._options import naiad_sample, positive, sample_parser
 
 __all__ = ["map_reduce", "find_defs", "def_name", "shared_names", "oracle", "program",
            "run_map_reduce", "main"]
@@ -77,6 +77,20 @@ def _module_lines(path: str) -> List[Tuple[str, str]]:
 
 def _slices(files: Sequence[str], per_epoch: int) -> List[List[str]]:
     return [list(files[i:i + per_epoch]) for i in range(0, len(files), per_epoch)]
+
+
+def _epochs(files: Sequence[str], per_epoch: int) -> str:
+    """The epochs and the modules each one read, as counted.
+
+    >>> _epochs(["a"], 40), _epochs(list("abcd"), 2), _epochs(list("abcde"), 2)
+    ('1 epoch of 1 module', '2 epochs of 2 modules', '3 epochs of 2 modules (the last 1)')
+    """
+    sizes = [len(chunk) for chunk in _slices(files, per_epoch)]
+    if not sizes:
+        return "no modules"
+    head = (f"{len(sizes)} epoch{'s' if len(sizes) > 1 else ''} of {sizes[0]} "
+            f"module{'s' if sizes[0] > 1 else ''}")
+    return head + (f" (the last {sizes[-1]})" if sizes[-1] != sizes[0] else "")
 
 
 def oracle(files: Sequence[str], per_epoch: int) -> Dict[int, list]:
@@ -140,11 +154,11 @@ def main(argv: Iterable[str] = None) -> int:
     got = run_map_reduce(files, args.per_epoch, args.processes, args.workers, show=True)
     took = time.perf_counter() - t0
     ok = got == oracle(files, args.per_epoch)
-    print(f"{len(got)} epochs of {args.per_epoch} modules, {args.processes} process(es) x "
+    print(f"{_epochs(files, args.per_epoch)}, {args.processes} process(es) x "
           f"{args.workers} worker(s): {took:.2f} s; "
           f"{'equal to' if ok else 'DIFFERENT from'} the plain-Python MapReduce")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("mapreduce"))

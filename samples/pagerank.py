@@ -49,7 +49,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, rmat_edges, stdlib_import_graph
-from samples._options import positive, rmat_scale, sample_parser
+from samples._options import naiad_sample, positive, rmat_scale, sample_parser
 
 __all__ = ["pagerank", "pagerank_invariant", "pagerank_spread", "power_iteration", "program", "run_pagerank", "main"]
 
@@ -250,4 +250,4 @@ def main(argv: Iterable[str] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("pagerank"))

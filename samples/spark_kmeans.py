@@ -19,7 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 from samples.kmeans import kmeans, lloyd
-from samples._options import positive, sample_parser
+from samples._options import naiad_sample, positive, sample_parser
 
 __all__ = ["KMeansProgram", "points_frame", "main"]
 
@@ -107,4 +107,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("spark_kmeans"))

@@ -26,7 +26,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import port, positive
+from samples._options import naiad_sample, port, positive
 
 __all__ = ["word_count", "epochs_of", "oracle", "program", "run_word_count", "main"]
 
@@ -128,4 +128,4 @@ def timed_report(run: Callable[..., List[Counter]], files: Sequence[str], args: 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("wordcount"))

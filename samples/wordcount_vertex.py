@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import naiad
 import stages
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import positive, spmd_args, spmd_parser
+from samples._options import naiad_sample, positive, spmd_args, spmd_parser
 
 __all__ = ["Tokenize", "Count", "RunningTotal", "words", "count_words", "epochs_of_files",
            "oracle",
@@ -149,4 +149,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(naiad_sample("wordcount_vertex"))
