@@ -146,6 +146,45 @@ class _Field:
             raise ValueError(msg) from None
 
 
+def check_columns(names: List[str], what: str) -> None:
+    """A ValueError naming the columns a barrier stage cannot read: repeated names (a join's
+    two ``v`` columns) and names with a dot or a backquote, which Spark's ``mapInArrow`` takes
+    for a field of a struct.
+
+    >>> check_columns(["k", "v", "v"], "execute")
+    Traceback (most recent call last):
+      ...
+    ValueError: naiad.spark.execute: column 'v' appears 2 times (a join's columns of one name, say); rename them first, e.g. data.toDF('k', 'v_1', 'v_2')
+    >>> check_columns(["a.b", "c"], "execute")
+    Traceback (most recent call last):
+      ...
+    ValueError: naiad.spark.execute: Spark cannot read column 'a.b' in a barrier stage (a dot or a backquote reads as a struct's field); rename it first, e.g. data.toDF('a_b', 'c')
+    """
+    counts: Dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    seen: Dict[str, int] = {}
+    renamed = []
+    for n in names:
+        if counts[n] > 1:
+            seen[n] = seen.get(n, 0) + 1
+            renamed.append(f"{n}_{seen[n]}")
+        else:
+            renamed.append(n.replace(".", "_").replace("`", "_"))
+    suggestion = f"data.toDF({', '.join(map(repr, renamed))})"
+    for n in names:
+        if counts[n] > 1:
+            msg = (f"naiad.spark.{what}: column {n!r} appears {counts[n]} times (a join's "
+                   f"columns of one name, say); rename them first, e.g. {suggestion}")
+            raise ValueError(msg)
+    for n in names:
+        if "." in n or "`" in n:
+            msg = (f"naiad.spark.{what}: Spark cannot read column {n!r} in a barrier stage (a "
+                   "dot or a backquote reads as a struct's field); rename it first, e.g. "
+                   f"{suggestion}")
+            raise ValueError(msg)
+
+
 def epoch_spec(data: Any, column: Optional[Union[str, int]]) -> Optional[EpochSpec]:
     """Validate ``column`` and compute its sorted distinct values with one small Spark job."""
     if column is None:
