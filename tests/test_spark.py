@@ -411,6 +411,21 @@ def test_result_rows_are_checked_against_the_schema_in_the_stage(numbers):
         naiad.spark.execute(numbers, wrong_rows, processes=2, schema="p long, n double")
 
 
+def test_numpy_values_inside_arrays_maps_and_structs_become_pythons(spark):
+    """Nested numpy values were refused (Spark's pickler takes none), as createDataFrame
+    refuses them; they are made Python's at every depth, numpy arrays become lists."""
+    import numpy as np
+
+    def program(comp, rows):
+        return [(int(r[0]), [np.int64(r[0]), np.int64(2)], {"a": np.float64(r[0] / 2)},
+                 (np.str_("x"), [np.float32(0.5)]), np.arange(r[0])) for r in rows]
+    got = naiad.spark.execute(spark.range(5), program, processes=2,
+                              schema="i long, a array<long>, m map<string,double>, "
+                                     "s struct<t:string,u:array<float>>, z array<long>")
+    rows = sorted((r.i, r.a, r.m, (r.s.t, r.s.u), r.z) for r in got.collect())
+    assert rows == [(i, [i, 2], {"a": i / 2}, ("x", [0.5]), list(range(i))) for i in range(5)]
+
+
 def test_a_program_error_naming_spark_refusals_is_not_retried(numbers, tmp_path):
     """Only Spark's refusal of the barrier chain (before any task ran) is retried: a program
     error, whatever its message says, is raised after one run of each process."""

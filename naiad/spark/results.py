@@ -60,15 +60,17 @@ def pack_results(result: Any, process_index: int, schema: Any = None) -> List[by
 def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
     """``row -> row`` checked against the StructType ``schema`` as ``createDataFrame`` checks
     it (numpy scalars made Python's first if the row does not fit as it is)."""
-    from pyspark.sql.types import _make_type_verifier
+    from pyspark.sql.types import ArrayType, MapType, StructType, _make_type_verifier
     verify = _make_type_verifier(schema)
+    # Arrays, maps and structs may hold numpy values too: looked for inside those only.
+    nested = any(isinstance(f.dataType, (ArrayType, MapType, StructType)) for f in schema.fields)
+    has_numpy = _deep_numpy if nested else _top_numpy
 
     def fit(record: Any) -> Any:
         row = _as_row(record)
         try:
             verify(row)
-            values = row.values() if isinstance(row, dict) else row
-            if any(type(v).__module__ == "numpy" for v in values):
+            if has_numpy(row.values() if isinstance(row, dict) else row):
                 return _plain(row)      # np.str_ and np.float64 pass (subclasses): Spark's
             return row                  # pickler refuses them all the same
         except (TypeError, ValueError) as exc:
@@ -85,10 +87,42 @@ def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
     return fit
 
 
+def _top_numpy(values: Iterable[Any]) -> bool:
+    return any(type(v).__module__ == "numpy" for v in values)
+
+
+def _deep_numpy(values: Iterable[Any]) -> bool:
+    """Whether a numpy value is anywhere in ``values``, inside lists, tuples and dicts too."""
+    for v in values:
+        if type(v).__module__ == "numpy":
+            return True
+        if isinstance(v, (list, tuple)) and _deep_numpy(v):
+            return True
+        if isinstance(v, dict) and (_deep_numpy(v.keys()) or _deep_numpy(v.values())):
+            return True
+    return False
+
+
+def _item(v: Any) -> Any:
+    """``v`` with numpy scalars and arrays, at any depth of lists, tuples and dicts, made
+    Python's (a Row keeps its names)."""
+    if type(v).__module__ == "numpy":
+        return v.tolist() if hasattr(v, "tolist") else v
+    if isinstance(v, dict):
+        return {_item(k): _item(x) for k, x in v.items()}
+    if hasattr(v, "__fields__"):
+        return type(v)(**{k: _item(x) for k, x in v.asDict().items()})
+    if isinstance(v, list):
+        return [_item(x) for x in v]
+    if type(v) is tuple:
+        return tuple(_item(x) for x in v)
+    return v
+
+
 def _plain(row: Any) -> Any:
-    """``row`` with numpy scalars (np.int64, np.float32, ...) made Python's."""
-    def item(v: Any) -> Any:
-        return v.item() if hasattr(v, "item") and type(v).__module__ == "numpy" else v
+    """``row`` with numpy scalars (np.int64, np.float32, ...) made Python's, in nested lists,
+    tuples and dicts too."""
+    item = _item
     if isinstance(row, dict):
         return {k: item(v) for k, v in row.items()}
     if hasattr(row, "__fields__"):                     # a pyspark Row: its names kept
