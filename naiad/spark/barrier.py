@@ -35,8 +35,8 @@ from naiad.config import check_layout, check_options, positive_int
 from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
 from naiad.transport.security import random_secret
-from naiad.spark.io import (PartitionRows, check_columns, epoch_spec, is_dataframe, is_rdd,
-                            pack_results, unpack_results)
+from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd,
+                            pack_results, readable_columns, unpack_results)
 from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, inferred_schema,
                                  payload_batches, result_batches)
 from naiad.spark.rendezvous import DriverGather, DriverRendezvous
@@ -413,7 +413,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
                    "'name type, ...', e.g. 'node string, rank double'")
             raise TypeError(msg) from None
     if frame:
-        check_columns(list(data.columns), "execute")
+        readable_columns(list(data.columns), "execute")
     if processes != partitions:
         data = data.repartition(processes)
     epochs = epoch_spec(data, epoch_column)

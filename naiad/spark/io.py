@@ -146,16 +146,16 @@ class _Field:
             raise ValueError(msg) from None
 
 
-def check_columns(names: List[str], what: str) -> None:
+def readable_columns(names: List[str], what: str) -> None:
     """A ValueError naming the columns a barrier stage cannot read: repeated names (a join's
     two ``v`` columns) and names with a dot or a backquote, which Spark's ``mapInArrow`` takes
     for a field of a struct.
 
-    >>> check_columns(["k", "v", "v"], "execute")
+    >>> readable_columns(["k", "v", "v"], "execute")
     Traceback (most recent call last):
       ...
     ValueError: naiad.spark.execute: column 'v' appears 2 times (a join's columns of one name, say); rename them first, e.g. data.toDF('k', 'v_1', 'v_2')
-    >>> check_columns(["a.b", "c"], "execute")
+    >>> readable_columns(["a.b", "c"], "execute")
     Traceback (most recent call last):
       ...
     ValueError: naiad.spark.execute: Spark cannot read column 'a.b' in a barrier stage (a dot or a backquote reads as a struct's field); rename it first, e.g. data.toDF('a_b', 'c')
