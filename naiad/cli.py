@@ -82,14 +82,18 @@ def _run(args: argparse.Namespace) -> int:
         msg = ("run: name the program, MODULE:FUNCTION, then Naiad's flags if any (e.g. "
                "naiad run mymodule:program -p 0 -n 2 -h host0:2101 host1:2101)")
         raise UsageError(msg)
-    program = load_program(args.target)
     extra = unknown_flags(args.flags)
     if extra:
         msg = (f"run: unrecognized arguments: {' '.join(extra)} (the flags are -p ID -n N -t T "
                "-h HOST:PORT ...)")
         raise UsageError(msg)
     comp = Computation.from_args(args.flags)
-    comp.connect()          # meet the other processes while the program builds its graph
+    comp.connect()          # meet the other processes while the program is imported and builds
+    try:
+        program = load_program(args.target)
+    except BaseException as exc:
+        comp.shutdown(exc)  # the others hear of it at once, not after their connect_timeout
+        raise
     result = run_program(program, comp)
     if result is not None:
         print(result)

@@ -446,7 +446,7 @@ class Computation:
     def _abandon_connection(self) -> None:
         """The computation ends without having been activated: release its early connection."""
         if self._early is not None:
-            self._early.abandon()
+            self._early.abandon(linger=float(self.options["connect_timeout"]))
             self._early = None
 
     def shutdown(self, exc: Optional[BaseException] = None) -> None:

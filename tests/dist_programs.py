@@ -63,3 +63,16 @@ def failing(comp: naiad.Computation):
     inp.on_next(["k"])
     inp.on_completed()
     comp.join(timeout=30)
+
+
+def fails_before_activate_in_1(comp: naiad.Computation):
+    """Process 1 raises while it builds its graph (a file it cannot read, say); the others
+    run as usual and wait for it at activate."""
+    inp = comp.new_input(name="lines")
+    inp.stream.collect()
+    if comp.process_index == 1:
+        raise FileNotFoundError("input.txt is not on this host")
+    comp.activate()
+    inp.on_next(["a line"])
+    inp.on_completed()
+    comp.join(timeout=30)

@@ -55,11 +55,17 @@ class EarlyFabric:
         so that they check it while this process compiles its graph."""
         self.take().offer(fingerprint)
 
-    def abandon(self) -> None:
+    def abandon(self, linger: float = 0.0) -> None:
         """The computation ends without activating: say goodbye to the peers and release the
-        sockets, now or (if still connecting) when the thread has connected."""
+        sockets, now or (if still connecting) when the thread has connected.  With ``linger``,
+        a thread that is not a daemon waits (at most that long) for the connection, so that the
+        goodbye leaves even if the program ends at once: the others then fail at once, not
+        after their own connect timeout."""
         with self._lock:
             self._abandoned = True
             fabric = self._fabric
         if fabric is not None:
             fabric.close(wait=0.0)
+        elif linger > 0 and self._thread.is_alive():
+            threading.Thread(target=self._thread.join, args=(linger,), name="naiad-goodbye",
+                             daemon=False).start()
