@@ -100,7 +100,21 @@ def held(stream: Stream) -> Optional[tuple]:
         raise GraphError("a stream concatenates a loop-invariant stream (from loop.enter) with "
                          "a varying one; the invariant records would hold at the first "
                          "iteration only. Combine them with join or cogroup_by instead")
+    _same_loops("concat", marks)
     return marks[0]
+
+
+def _same_loops(op: str, marks: list) -> None:
+    """A GraphError when invariant inputs hold in different loops: one entered into an inner
+    loop from a stream invariant in the enclosing one too (its records come at the enclosing
+    loop's first iteration only), another entered from a stream of the enclosing loop's body
+    (its records come anew at each of that loop's iterations)."""
+    if any(m != marks[0] for m in marks):
+        msg = (f"{op}: its loop-invariant inputs hold in different loops (one is invariant in "
+               "the enclosing loop as well, another changes with that loop's iterations), "
+               "which no operator combines; join each with the iterated stream instead, or "
+               "combine them in the enclosing loop's body and enter the result")
+        raise GraphError(msg)
 
 
 def last_of(op: str, mark: tuple) -> int:
@@ -124,6 +138,7 @@ def inherit(op: str, inputs, out: Stream) -> Stream:
         return out
     if any(m is None for m in marks):
         check_mix(op)
+    _same_loops(op, marks)
     return mark_held(out, marks[0])
 
 

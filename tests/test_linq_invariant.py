@@ -299,6 +299,31 @@ def test_an_outer_invariant_stream_in_an_inner_cogroup_is_refused():
         run(build, [[("x", 1, 1), ("f", 1, 2)]])
 
 
+@pytest.mark.parametrize("combine", ["join", "join_swapped", "concat"])
+def test_invariant_streams_of_different_loops_are_not_combined(combine):
+    """One entered into both loops (records at the outer loop's first iteration only), one
+    entered from the outer body (records anew at each outer iteration): combined, they were
+    taken for invariant in both, and the inner join matched stale or no records."""
+    def build(comp, s):
+        xs, fs = tagged(s, "x"), tagged(s, "f")
+
+        def outer(la, x):
+            f_outer = la.enter(fs)
+
+            def inner(lb, y):
+                both, inner_only = lb.enter(f_outer), lb.enter(x)
+                if combine == "concat":
+                    h = both.concat(inner_only)
+                else:
+                    a, b = (both, inner_only) if combine == "join" else (inner_only, both)
+                    h = a.join(b, lambda r: r[0], lambda r: r[0], lambda p, q: (p[0], p[1] + q[1]))
+                return y.join(h, lambda r: r[0], lambda r: r[0], lambda p, q: (p[0], p[1] + q[1]))
+            return x.iterate(inner, 1)
+        return xs.iterate(outer, 2)
+    with pytest.raises(GraphError, match="invariant inputs hold in different loops"):
+        run(build, [[("x", 0, 1), ("f", 0, 10)]])
+
+
 def test_an_invariant_inner_loop_that_enters_a_varying_stream_is_refused():
     def build(comp, s):
         xs, fs = tagged(s, "x"), tagged(s, "f")
