@@ -59,6 +59,10 @@ def check_layout(processes: Any, workers: Any, hosts: Optional[Sequence[str]] = 
     Traceback (most recent call last):
       ...
     ValueError: hosts lists 127.0.0.1:2301 twice; give each process a host:port of its own
+    >>> check_layout(2, 1, ["localhost:2301", "127.0.0.1:2301"])
+    Traceback (most recent call last):
+      ...
+    ValueError: hosts lists localhost:2301 and 127.0.0.1:2301, one endpoint; give each process a host:port of its own
     >>> check_layout(10 ** 11, 1)
     Traceback (most recent call last):
       ...
@@ -81,16 +85,19 @@ def check_layout(processes: Any, workers: Any, hosts: Optional[Sequence[str]] = 
         msg = (f"hosts lists {got} for {processes} processes; give one host:port per process, "
                "in process order")
         raise ValueError(msg)
-    seen = set()
+    seen: Dict[Tuple[str, int], str] = {}
     for h in hosts:
         host, _, port = str(h).rpartition(":")
         if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
             msg = f"hosts: {h!r} is not host:port with a port 1..65535"
             raise ValueError(msg)
-        if h in seen:
-            msg = f"hosts lists {h} twice; give each process a host:port of its own"
+        # localhost is where 127.0.0.1 listens: one endpoint, however it is written
+        where = ("127.0.0.1" if host.lower() == "localhost" else host.lower(), int(port))
+        if where in seen:
+            same = f"{h} twice" if seen[where] == h else f"{seen[where]} and {h}, one endpoint"
+            msg = f"hosts lists {same}; give each process a host:port of its own"
             raise ValueError(msg)
-        seen.add(h)
+        seen[where] = h
 
 
 def _number(positive: bool, minimum: float = 0.0) -> Callable[[str, Any], None]:

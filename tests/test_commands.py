@@ -386,6 +386,8 @@ def test_process_flags_and_module_names_out_of_range_are_usage_errors():
              "at most 4096 workers"),
             (("run", "samples.hello:program", "-p", "0", "-n", "2", "-h", a, a),
              f"--hosts lists {a} twice"),
+            (("run", "samples.hello:program", "-n", "2", "-h", a, a.replace("127.0.0.1", "localhost")),
+             f"--hosts lists {a} and {a.replace('127.0.0.1', 'localhost')}, one endpoint"),
             (("sample", "hello", "-p", "0", "-n", "2", "-h", "127.0.0.1:70000", b),
              "'127.0.0.1:70000' is not host:port with a port 1..65535"),
             (("run", ":program"), "':program' does not name a module"),

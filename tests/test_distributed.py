@@ -470,6 +470,38 @@ def test_a_hand_started_process_failing_before_activate_tells_the_others(target1
     assert time.monotonic() - t0 < 20
 
 
+def _ipv6_loopback() -> bool:
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_hosts_given_as_ipv6_addresses():
+    """[::1]:port hosts: ZeroMQ's sockets take IPv6 only when asked (each process failed with
+    'cannot listen on tcp://[::1]:PORT: No such device')."""
+    import subprocess
+    import sys
+    hosts = [f"[::1]:{p}" for p in free_ports(2)]
+    code = ("import sys, naiad, linq; i = int(sys.argv[1]); "
+            "comp = naiad.Computation(process_index=i, processes=2, hosts=sys.argv[2:], "
+            "secret='s3cret', connect_timeout=20); inp = comp.new_input(); "
+            "got = inp.stream.select(lambda r: r * 10).collect(); comp.activate(); "
+            "inp.on_next([i, i + 2]); inp.on_completed(); comp.join(timeout=30); "
+            "print(sorted(got.results[0]))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i), *hosts],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    import ast
+    got = sorted(x for out, _ in outs for x in ast.literal_eval(out.strip() or "[]"))
+    assert got == [0, 10, 20, 30], outs
+
+
 class _HoldTheGil(naiad.Vertex):
     """One C call that keeps the GIL for seconds (a big-integer power), in process 1 only."""
 

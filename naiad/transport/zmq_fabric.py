@@ -88,6 +88,7 @@ class ZmqFabric:
         self._measure = os.environ.get("NAIAD_PROGRESS_STATS") == "1"
         self.heartbeat_timeout = float(options["heartbeat_timeout"])
         self.ctx = zmq.Context()
+        self.ctx.setsockopt(zmq.IPV6, 1)        # [::1]:port hosts too (IPv4 works as before)
         self.keys: Optional[CurveKeys] = None
         self.auth: Optional[ZapHandler] = None
         self._closed = False
