@@ -18,7 +18,7 @@ from naiad.progress.timestamp import Timestamp
 from naiad.transport.early import EarlyFabric
 from naiad.transport.inproc import LocalFabric
 from naiad.transport.protocol import Fabric, FabricHooks
-from naiad.transport.wire import explain_pickling
+from naiad.transport.wire import explain_decoding, explain_pickling
 from naiad.transport.zmq_fabric import ZmqFabric
 from naiad.flow import EpochWindow
 from naiad.graph import INPUT, LogicalGraph
@@ -313,12 +313,17 @@ class Computation:
     def _new_fabric(self, fingerprint: Optional[str]) -> ZmqFabric:
         hooks = FabricHooks(fail=self.fail, failure=lambda: self._failure,
                             explain_unpicklable=self._explain_unpicklable,
+                            explain_undecodable=self._explain_undecodable,
                             arrived=self._peer_arrived)
         return ZmqFabric(self.process_index, self.processes, self.workers_per_process,
                          self.options, fingerprint, hooks, self.hosts)
 
     def _explain_unpicklable(self, src: int, items: list) -> None:
         explain_pickling(self.graph, src, items, self.process_index)
+
+    def _explain_undecodable(self, dst: int, src: int, payload: Any, buffers: Any,
+                             exc: BaseException) -> None:
+        explain_decoding(self.graph, dst, src, payload, buffers, exc, self.process_index)
 
     def join(self, timeout: Optional[float] = None) -> None:
         """Wait until every worker of this process has finished; raise the first failure.

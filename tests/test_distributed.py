@@ -292,6 +292,53 @@ def test_unpicklable_records_crossing_processes_get_a_clear_error():
         run(build, [list(range(8))], processes=2, timeout=30)
 
 
+def _refuse_to_load(value):
+    raise ValueError(f"cannot load {value}")
+
+
+class _LoadsNowhere:
+    """Pickles; unpickling it raises (a class whose reduction fails where it arrives)."""
+
+    def __reduce__(self):
+        return (_refuse_to_load, (7,))
+
+
+class _MakeUnloadable(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        self.send_by(0, (message, _LoadsNowhere() if message == 5 else message), time)
+
+
+def _deep(n: int) -> list:
+    out: list = []
+    for _ in range(n):
+        out = [out]
+    return out
+
+
+class _MakeDeep(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        self.send_by(0, (message, _deep(100_000) if message == 5 else message), time)
+
+
+@pytest.mark.parametrize("maker, named", [
+    (_MakeUnloadable, r"vertex \d of stage 'take' .* failed in receiving from another process at "
+                      r"Timestamp\(0\): TypeError: records sent from stage 'make' \(worker \d\) "
+                      r"to stage 'take' at Timestamp\(0\) cannot be unpickled here "
+                      r"\(_refuse_to_load raised ValueError: cannot load 7\)"),
+    (_MakeDeep, r"'make' to stage 'take'.*cannot be pickled.*RecursionError.*the first bad "
+                r"record is \(5, \[\[\[")])
+def test_records_that_fail_on_the_other_side_or_too_deep_to_pickle_are_named(maker, named):
+    """A record that pickles but raises as it is unpickled gave a bare ValueError, and one
+    nested too deeply to pickle a bare RecursionError (its whole repr was built for the
+    message): both without the stage or time."""
+    def build(comp, s):
+        made = stages.unary(s, maker, name="make")
+        return stages.unary(made, _Pass, partition_by=lambda r: r[0], name="take")
+
+    with pytest.raises(naiad.VertexError, match=named):
+        run(build, [list(range(8))], processes=2, timeout=30)
+
+
 class _MakeLock(naiad.Vertex):
     def on_recv(self, edge, message, time):
         self.send_by(0, (message, threading.Lock()), time)

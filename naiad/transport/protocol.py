@@ -109,19 +109,28 @@ def _not_watched(name: str, process: int) -> None:
     return None
 
 
+def _decode_unexplained(dst: int, src: int, payload: Any, buffers: Any,
+                        exc: BaseException) -> None:
+    return None
+
+
 class FabricHooks(NamedTuple):
     """The callbacks a transport may call, instead of reaching into the computation.
 
     ``fail(exc)``: the computation must stop with ``exc`` (a :class:`naiad.RemoteFailure` when
     it came from another process); ``failure()``: the computation's failure so far, or None;
     ``explain_unpicklable(src, items)``: raise a clear error naming the batch of ``items`` (sent
-    by worker ``src``) that cannot be pickled; ``arrived(name, process)``: another process
-    reached barrier ``name`` (called on the transport's thread).
+    by worker ``src``) that cannot be pickled; ``explain_undecodable(dst, src, payload,
+    buffers, exc)``: raise a clear error for a message from worker ``src`` that worker ``dst``
+    cannot unpickle; ``arrived(name, process)``: another process reached barrier ``name``
+    (called on the transport's thread).
     """
 
     fail: Callable[[BaseException], None] = _ignore
     failure: Callable[[], Optional[BaseException]] = _no_failure
     explain_unpicklable: Callable[[int, list], None] = _explain_nothing
+    explain_undecodable: Callable[[int, int, Any, Any, BaseException], None] = \
+        _decode_unexplained
     arrived: Callable[[str, int], None] = _not_watched
 
     def check_failed(self) -> None:

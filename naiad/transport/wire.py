@@ -21,16 +21,20 @@ import copyreg
 import importlib
 import io
 import pickle
+import reprlib
 import sys
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
 from naiad.optional import importing
 
-__all__ = ["encode", "decode", "prepare", "explain_pickling", "dump_failure", "load_failure"]
+__all__ = ["encode", "decode", "prepare", "explain_pickling", "explain_decoding", "dump_failure",
+           "load_failure"]
 
 OUT_OF_BAND = 1 << 16        # bytes: smaller buffers stay inside the pickle
+_short = reprlib.Repr()      # a record in an error: short even when deeply nested or huge
+_short.maxstring = _short.maxother = 200
 _dispatch: dict = {}
 
 
@@ -100,10 +104,86 @@ def explain_pickling(graph: Any, src: int, items: list, process: int) -> None:
             bad = next((r for r in item[3] if not _picklable(r)), None)
             msg = (f"records sent from stage {src_stage.name!r} to stage {dst_stage.name!r} "
                    f"at {item[2]!r} cannot be pickled to reach another process "
-                   f"({type(exc).__name__}: {exc}); the first bad record is {bad!r:.200}. "
+                   f"({type(exc).__name__}: {str(exc)[:200]}); the first bad record is "
+                   f"{_short.repr(bad)}. "
                    "Records that cross processes must be picklable data")
             raise VertexError(src_stage.name, src, item[2], "sending to another process",
                               TypeError(msg), "", process) from exc
+
+
+class _Unloadable:
+    """Stands for a value that failed to unpickle here (its reduction raised)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        self.what, self.exc = what, exc
+
+
+_PyUnpickler: Any = pickle._Unpickler  # type: ignore[attr-defined]  # its opcodes overridable
+
+
+class _Lenient(_PyUnpickler):
+    """The pure-Python unpickler, its reductions (a ``__reduce__``'s call) and builds (a
+    ``__setstate__``) giving an :class:`_Unloadable` instead of raising, so that the rest of a
+    message (the connector and time of each batch) can be read to name the one that failed."""
+
+    dispatch: Dict[int, Any] = dict(_PyUnpickler.dispatch)
+
+    def load_reduce(self) -> None:
+        stack = self.stack
+        args = stack.pop()
+        func = stack[-1]
+        try:
+            stack[-1] = func(*args)
+        except Exception as exc:  # noqa: BLE001 - named in the error
+            stack[-1] = _Unloadable(getattr(func, "__qualname__", type(func).__name__), exc)
+
+    def load_build(self) -> None:
+        try:
+            super().load_build()
+        except Exception as exc:  # noqa: BLE001 - named in the error
+            inst = self.stack[-1]
+            self.stack[-1] = _Unloadable(f"{type(inst).__qualname__}.__setstate__", exc)
+
+    dispatch[pickle.REDUCE[0]] = load_reduce
+    dispatch[pickle.BUILD[0]] = load_build
+
+
+def _bad_in(value: Any, depth: int = 3) -> Any:
+    if isinstance(value, _Unloadable):
+        return value
+    if depth and isinstance(value, (list, tuple)):
+        return next((b for b in map(lambda v: _bad_in(v, depth - 1), value) if b is not None),
+                    None)
+    return None
+
+
+def explain_decoding(graph: Any, dst: int, src: int, payload: Any, buffers: Sequence[Any],
+                     exc: BaseException, process: int) -> None:
+    """Raise the error for a message from worker ``src`` that worker ``dst`` cannot unpickle
+    (``exc``): a VertexError naming the receiving stage, the connector and the time when the
+    message, read again leniently, tells which batch failed; else one naming both workers."""
+    advice = ("records that cross processes must unpickle where they arrive: a class whose "
+              "reduction raises there, or whose module that process cannot import, cannot be "
+              "sent; send plain data (tuples, numbers, strings), or fix the class")
+    try:
+        with importing():
+            items = _Lenient(io.BytesIO(bytes(payload)), buffers=buffers).load()
+    except Exception:  # noqa: BLE001 - the plain error below then
+        items = []
+    for item in items:
+        bad = _bad_in(item[3]) if item[0] == DATA else None
+        if bad is None:
+            continue
+        conn = graph.connectors[item[1]]
+        src_stage, dst_stage = graph.stages[conn.src], graph.stages[conn.dst]
+        msg = (f"records sent from stage {src_stage.name!r} (worker {src}) to stage "
+               f"{dst_stage.name!r} at {item[2]!r} cannot be unpickled here ({bad.what} "
+               f"raised {type(bad.exc).__name__}: {bad.exc}); {advice}")
+        raise VertexError(dst_stage.name, dst, item[2], "receiving from another process",
+                          TypeError(msg), "", process) from exc
+    msg = (f"worker {dst} cannot unpickle a message from worker {src} "
+           f"({type(exc).__name__}: {exc}); {advice}")
+    raise ComputationFailed(msg) from exc
 
 
 def _picklable(record: Any) -> bool:

@@ -37,7 +37,8 @@ from naiad.transport.zap import ZapHandler
 
 __all__ = ["ZmqFabric"]
 
-BATCH = b"D"         # the frame tag of a message of batches and progress updates
+BATCH = b"D"         # the frame tag of a message of batches and progress updates (then the
+                     # sending worker's index, 4 bytes, for an error naming it)
 _ITEMS_BEFORE_FLUSH = 64
 COPY_BELOW = 1 << 19
 """Bytes: a message smaller than this is copied into ZeroMQ when sent.  A frame sent without a
@@ -306,7 +307,14 @@ class ZmqFabric:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
-            got.extend(decode(frames[1].buffer, [f.buffer for f in frames[2:]]))
+            buffers = [f.buffer for f in frames[2:]]
+            try:
+                got.extend(decode(frames[1].buffer, buffers))
+            except Exception as exc:
+                src = int.from_bytes(frames[0].bytes[len(BATCH):], "little")
+                self.hooks.explain_undecodable(self.first + local_index, src,
+                                               frames[1].buffer, buffers, exc)
+                raise
             limit -= sum(len(f) for f in frames)
 
     def wait(self, local_index: int, timeout: float):
@@ -350,7 +358,7 @@ class ZmqFabric:
             # Records for 80% of MESSAGE_BYTES: a part cut to about that size (batch_cut)
             # leaves alone, not with the next one in a message of twice the size.
             self._flush_at[dst] = max(1, MESSAGE_BYTES * 4 // 5 * records // max(size, 1))
-        frames: List[Any] = [BATCH, payload, *buffers]
+        frames: List[Any] = [BATCH + src.to_bytes(4, "little"), payload, *buffers]
         copy = size < COPY_BELOW
         try:
             sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
