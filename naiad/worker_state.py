@@ -67,6 +67,18 @@ class Step(IntEnum):
 _BUSY, _IDLE, _DONE = Step.BUSY, Step.IDLE, Step.DONE
 
 
+# What a vertex callback may raise that fails its vertex, named: sys.exit() and a
+# KeyboardInterrupt raised by the callback too (a Ctrl-C reaches the main thread, never a
+# worker's, so one here is the callback's own).
+CALLBACK_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
+
+
+def _receiver(v: Vertex) -> str:
+    """The callback that received a batch: ``on_recv_batch`` when the vertex defines its own,
+    else ``on_recv`` (which the default one calls per record)."""
+    return "on_recv" if type(v).on_recv_batch is Vertex.on_recv_batch else "on_recv_batch"
+
+
 def _no_clock() -> float:
     return 0.0
 
@@ -159,7 +171,7 @@ class WorkerState:
             v = self.vertices[sid]
             try:
                 v.restore(snapshot.decode(state, v._stagedef.name))
-            except (Exception, SystemExit) as exc:
+            except CALLBACK_ERRORS as exc:
                 self._raise_vertex_error(v, Timestamp(restored.epoch), "restore", exc)
         for w, sid, time in restored.notifications:
             if w == self.index:
@@ -292,8 +304,8 @@ class WorkerState:
             t0 = clock() if meter is not None else 0.0
             try:
                 v.on_recv_batch(conn.dst_port, records, time)
-            except (Exception, SystemExit) as exc:
-                self._raise_vertex_error(v, time, "on_recv", exc)
+            except CALLBACK_ERRORS as exc:
+                self._raise_vertex_error(v, time, _receiver(v), exc)
             v._now = None
             out = self._flush_vertex(v)
             if meter is not None:
@@ -328,7 +340,7 @@ class WorkerState:
             return
         try:
             parts = partition(records, key, self.peers)
-        except (Exception, SystemExit) as exc:
+        except CALLBACK_ERRORS as exc:
             st = self.stages[conn.dst]
             raise VertexError(st.name, self.index, time, "partition_by", exc,
                               format_current(), self.process_index) from exc
@@ -387,7 +399,7 @@ class WorkerState:
             t0 = self.clock() if meter is not None else 0.0
             try:
                 v.on_notify(time)
-            except (Exception, SystemExit) as exc:
+            except CALLBACK_ERRORS as exc:
                 self._raise_vertex_error(v, time, "on_notify", exc)
             v._now = None
             out = self._flush_vertex(v)
@@ -405,7 +417,7 @@ class WorkerState:
             v._now = None
             try:
                 v.observe_frontier(frontier)
-            except (Exception, SystemExit) as exc:
+            except CALLBACK_ERRORS as exc:
                 at = Timestamp(min(t[0] for t in frontier)) if frontier else Timestamp(-1)
                 # A subscribe sink delivers there; other observers (an arrangement that
                 # compacts its traces) are named by the callback itself.

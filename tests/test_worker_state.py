@@ -606,20 +606,36 @@ class Fails(naiad.Vertex):
     def on_recv_batch(self, edge, messages, time):
         if self.where == "recv":
             raise ValueError("bad record")
+        if self.where == "interrupt":
+            raise KeyboardInterrupt
         self.notify_at(time)
 
     def on_notify(self, time):
         raise KeyError("no such key")
 
 
+class FailsOne(naiad.Vertex):
+    """Defines on_recv only: the default on_recv_batch calls it per record."""
+
+    def on_recv(self, edge, message, time):
+        raise ValueError("bad record")
+
+
 def failing(where):
     def build(comp, log):
         inp = comp.new_input(name="in")
-        stages.sink(inp.stream, lambda: Fails(where), name="f")
+        stages.sink(inp.stream, FailsOne if where == "recv_one" else lambda: Fails(where),
+                    name="f")
     return build
 
 
-@pytest.mark.parametrize("where,callback,cause", [("recv", "on_recv", "ValueError"),
+# The callback named is the one that ran: on_recv_batch when the vertex defines it (it was
+# named on_recv whatever the vertex defined); a KeyboardInterrupt the callback raises is its
+# failure too (it left the run as if Ctrl-C had been pressed).
+@pytest.mark.parametrize("where,callback,cause", [("recv", "on_recv_batch", "ValueError"),
+                                                  ("recv_one", "on_recv", "ValueError"),
+                                                  ("interrupt", "on_recv_batch",
+                                                   "KeyboardInterrupt"),
                                                   ("notify", "on_notify", "KeyError")])
 def test_a_raising_callback_is_named_by_stage_vertex_time_and_callback(where, callback, cause):
     net = Net(failing(where))
