@@ -38,7 +38,7 @@ __all__ = ["ControlPlane", "connect_push", "HELLO", "FAIL", "DONE", "ARRIVE"]
 # Control frame tags.
 HELLO, FAIL, DONE, ARRIVE = b"H", b"F", b"E", b"A"
 ARRIVE_AT_ZERO = b"a"     # queued for the communication thread only: sent as ARRIVE to process 0
-_GONE_GRACE = 1.0   # seconds a disconnected peer has to show it had finished (its DONE)
+_GONE_GRACE = 0.5   # seconds a disconnected peer has to show it had finished (its DONE)
 
 
 def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
@@ -50,8 +50,11 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
     sock.sndhwm = hwm
     if heartbeat_timeout is not None:
         ms = max(100, int(heartbeat_timeout * 1000))
-        sock.setsockopt(zmq.HEARTBEAT_IVL, max(50, min(1000, ms // 4)))
-        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms)
+        ivl = max(50, min(1000, ms // 4))
+        sock.setsockopt(zmq.HEARTBEAT_IVL, ivl)
+        # A ping's answer is awaited from when the ping leaves, up to an interval after the
+        # silence began: so the wait is the rest of heartbeat_timeout, not all of it again.
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, max(50, ms - ivl))
         sock.setsockopt(zmq.HEARTBEAT_TTL, ms)
     if keys is not None:
         keys.connect_as_client(sock)
