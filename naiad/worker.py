@@ -86,11 +86,15 @@ class Worker:
             if frame.f_code.co_name in _CALLBACKS:
                 vertex = frame.f_locals.get("self")
                 if isinstance(vertex, Vertex) and getattr(vertex, "_stagedef", None) is not None:
-                    where = ""
                     if innermost is not None and innermost is not frame:
                         code = innermost.f_code
                         where = f", now in {code.co_name} ({code.co_filename}:{innermost.f_lineno})"
-                    t = frame.f_locals.get("time", frame.f_locals.get("time_"))
+                    else:       # in the callback's own body (a loop, or a call into C)
+                        where = f", now at {frame.f_code.co_filename}:{frame.f_lineno}"
+                    # The time the engine set for the callback, whatever its parameter's name.
+                    t = getattr(vertex, "_now", None)
+                    if t is None:
+                        t = frame.f_locals.get("time", frame.f_locals.get("time_"))
                     at = f" at {t!r}" if t is not None else ""
                     return (f"worker {self.index} is in stage {vertex._stagedef.name!r}"
                             f".{frame.f_code.co_name}{at}{where}")

@@ -443,8 +443,38 @@ def test_a_callback_that_does_not_return_is_named(capfd, monkeypatch, processes)
     monkeypatch.setenv("NAIAD_STALL", "1")
     naiad.execute(_slow(SleepsOnce, [list(range(5))]), processes=processes)
     err = capfd.readouterr().err
-    assert "is in stage 'slow'.on_recv at Timestamp(0), for " in err, err
+    assert "is in stage 'slow'.on_recv at Timestamp(0), now at " in err, err
+    assert f"{__file__}:{_line_of(SleepsOnce.on_recv, 'clock.sleep')}, for " in err, err
     assert "a callback that does not return holds its time" in err
+
+
+def _line_of(function, text: str) -> int:
+    """The number of the first line of ``function`` that holds ``text``."""
+    import inspect
+    lines, start = inspect.getsourcelines(function)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+class SleepsAtNotify(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, t):
+        self.notify_at(t)
+
+    def on_notify(self, t):
+        import time as clock
+        clock.sleep(2.5)
+
+
+def test_a_stalled_callback_is_named_with_its_time_and_line_whatever_its_parameters(
+        capfd, monkeypatch):
+    """The time was read from a parameter named time (or time_), and the line only from a
+    function the callback had called: a callback sleeping in its own body, its time named t,
+    was named without either."""
+    monkeypatch.setenv("NAIAD_STALL", "1")
+    naiad.execute(_slow(SleepsAtNotify, [[1], [2]]), processes=1)
+    err = capfd.readouterr().err
+    line = _line_of(SleepsAtNotify.on_notify, "clock.sleep")
+    assert f"is in stage 'slow'.on_notify at Timestamp(0), now at {__file__}:{line}, for " \
+        in err, err
 
 
 def test_many_short_callbacks_are_not_a_stall(capfd, monkeypatch):
