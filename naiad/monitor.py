@@ -23,6 +23,7 @@ last state remains readable until the program exits.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import importlib.resources
@@ -260,6 +261,7 @@ class MonitorServer:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.token = token
         self.readable = readable             # False: reports in, no page or /state out
+        self.busy = False                    # a run of this process is using it
         self.seen: Dict[str, float] = {}     # signatures accepted in the last _FRESH seconds
         self._seen_lock = threading.Lock()
         self.state = MonitorState()
@@ -299,12 +301,18 @@ class MonitorServer:
 
 def serve(port: int, token: Optional[str] = None, readable: bool = True) -> MonitorServer:
     """The server on ``port`` (0: any free port) in this process, started or reused (a new
-    computation on the same port starts from an empty page).  ``readable=False`` (a fresh
+    computation on the same port starts from an empty page; a run still using it, ``busy``,
+    refuses).  ``readable=False`` (a fresh
     server on a free port) takes reports for this process's own use, the terminal's progress
     line, and serves neither the page nor ``/state``."""
     with _servers_lock:
         server = _servers.get(port) if port else None
         if server is not None:
+            if server.busy:
+                msg = (f"monitor: 127.0.0.1:{port} serves the page of another run of this "
+                       "process, still going; choose another port with monitor=PORT, or "
+                       "monitor=0 for any free port")
+                raise OSError(errno.EADDRINUSE, msg)
             server.state.reset()
             if token is not None:
                 server.token = token

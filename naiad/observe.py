@@ -56,6 +56,7 @@ class Observer:
         self.sink: Optional[Callable[..., None]] = None
         self.flusher: Optional[Ticker] = None
         self.server: Optional[monitor.MonitorServer] = None
+        self._served = False       # this computation took the server (and frees it at close)
 
     def meter_for(self, worker: int) -> Meter:
         m = Meter(worker, self.comp.process_index, self.trace_dir)
@@ -91,8 +92,11 @@ class Observer:
         token = _monitor().report_token(resolve_secret(opts["secret"]))
         if url is None and port is not None:
             self.server = _monitor().local_server(port)
+            if self.server is not None and not self.server.busy:
+                self.server = None          # an earlier run's: this one starts afresh
             if self.server is None and self.comp.process_index == 0:
                 self.server = _monitor().serve(port, token)
+                self.server.busy = self._served = True
                 if port == 0:
                     _monitor().announce(self.server)
             if self.server is not None:
@@ -158,6 +162,8 @@ class Observer:
             self.reporter.stop()
         if self.process_meter is not None:
             self.process_meter.close()
+        if self._served and self.server is not None:
+            self.server.busy = False
 
 
 class Watch:
@@ -181,6 +187,7 @@ class Watch:
         fed the progress line stops)."""
         if self.console is not None:
             self.console.stop()
+        self.server.busy = False
         if not self.server.readable:
             self.server.close()
 
@@ -196,6 +203,7 @@ def watch(options: Dict[str, Any], secret: Any, in_process: bool):
     server = _monitor().serve(port if port is not None else 0,
                               _monitor().report_token(resolve_secret(secret)),
                               readable=port is not None)
+    server.busy = True                  # until Watch.stop: another run here cannot take it
     if port == 0:
         _monitor().announce(server)
     # The processes show no progress of their own when this one shows it (progress=True).

@@ -155,3 +155,49 @@ def test_a_later_run_does_not_inherit_the_launchers_failure(tmp_path):
     naiad.execute(program(False), processes=2, trace=trace)
     assert not (trace / "launcher.jsonl").exists()
     assert "fail" not in summarize(read_trace(str(trace)))
+
+
+def _paced_named(name: str, epochs: int):
+    def program(comp):
+        import time as clock
+        inp = comp.new_input(name=name)
+        inp.stream.collect()
+        comp.activate()
+        for e in range(epochs):
+            inp.on_next([e])
+            clock.sleep(0.1)
+        inp.on_completed()
+        comp.join(timeout=60)
+        return name
+    return program
+
+
+def test_a_second_run_in_one_process_does_not_take_a_page_in_use():
+    """Two runs of one process on one monitor port: the second reset the first's page and
+    replaced its key, so the page flipped between the two graphs (or, with processes=2,
+    refused the first run's reports). The second now fails, naming the port; a later run
+    reuses the port once the first has ended."""
+    import threading
+    import urllib.request
+    from naiad.testing import free_ports
+    port = free_ports(1)[0]
+    first = threading.Thread(target=naiad.execute, args=(_paced_named("alpha", 30),),
+                             kwargs=dict(monitor=port, processes=2), daemon=True)
+    first.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:           # the first run's page is up
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.1)
+    with pytest.raises(OSError, match=f"127.0.0.1:{port} serves the page of another run"):
+        naiad.execute(_paced_named("beta", 2), monitor=port)
+    first.join(timeout=60)
+
+    def stages_shown():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=5) as r:
+            return {s["name"] for s in json.load(r)["graph"]["stages"]}
+    assert "alpha" in stages_shown()
+    assert naiad.execute(_paced_named("gamma", 2), monitor=port) == ["gamma"]
+    assert "gamma" in stages_shown() and "alpha" not in stages_shown()
