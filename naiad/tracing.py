@@ -57,6 +57,10 @@ def read_trace(path: str) -> Trace:
         raise FileNotFoundError(msg)
     graph_file = root / "graph.json"
     graph = json.loads(graph_file.read_text()) if graph_file.exists() else {}
+    launcher = root / "launcher.jsonl"
+    if graph_file.exists() and launcher in files and \
+            launcher.stat().st_mtime_ns < graph_file.stat().st_mtime_ns:
+        files.remove(launcher)      # an earlier run's failure (this run started after it)
     events, damaged = _events(files)
     attempts = []
     for directory in _attempt_dirs(root):
@@ -105,7 +109,9 @@ def clear_attempts(path: Any) -> None:
     root = trace_directory(path)
     for directory in _attempt_dirs(root):
         shutil.rmtree(directory, ignore_errors=True)
-    (root / "launcher.jsonl").unlink(missing_ok=True)
+    launcher = root / "launcher.jsonl"
+    if launcher.exists():           # (unlink of a missing file fails on a read-only mount)
+        launcher.unlink()
 
 
 def _table(header: Tuple[str, ...], rows: List[Tuple[Any, ...]]) -> List[str]:
@@ -171,7 +177,8 @@ def summarize(trace: Trace, slowest: int = 5) -> str:
     # Each process records its part of a checkpoint: one checkpoint per epoch, its bytes
     # summed over the parts.
     sizes: Dict[int, int] = {}
-    for ck in trace.of("checkpoint"):
+    earlier = [e for before in trace.attempts for e in before if e.get("ev") == "checkpoint"]
+    for ck in [*earlier, *trace.of("checkpoint")]:      # every attempt's, as on the page
         sizes[ck["epoch"]] = sizes.get(ck["epoch"], 0) + int(ck.get("bytes", 0))
     if sizes:
         lines.append(f"checkpoints: {len(sizes)} (epochs {', '.join(map(str, sorted(sizes)))}; "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import linq  # noqa: F401 - the fluent methods
 import naiad
 import stages
 from naiad import monitor
@@ -201,3 +202,71 @@ def test_a_second_run_in_one_process_does_not_take_a_page_in_use():
     assert "alpha" in stages_shown()
     assert naiad.execute(_paced_named("gamma", 2), monitor=port) == ["gamma"]
     assert "gamma" in stages_shown() and "alpha" not in stages_shown()
+
+
+def _fails_at_zero(comp):
+    inp = comp.new_input(name="nums")
+    inp.stream.select(lambda x: 1 // x).collect()
+    comp.activate()
+    inp.on_next([0])
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+def _counts(comp):
+    inp = comp.new_input(name="nums")
+    got = inp.stream.count().collect()
+    comp.activate()
+    inp.on_next([1, 2, 3])
+    inp.on_completed()
+    comp.join(timeout=30)
+    return got.results
+
+
+def test_an_earlier_runs_launcher_failure_is_not_a_later_runs(tmp_path):
+    """A failed execute(trace=DIR) leaves the launcher's view of its failure; a later run made
+    as a Computation(trace=DIR) (no launcher to clear it) was summarized as failing too."""
+    trace = tmp_path / "trace"
+    with pytest.raises(naiad.VertexError, match="ZeroDivisionError"):
+        naiad.execute(_fails_at_zero, processes=2, trace=str(trace))
+    assert (trace / "launcher.jsonl").exists()
+    time.sleep(0.05)                       # (file times of the two runs apart)
+    comp = naiad.Computation(trace=str(trace))
+    from naiad.computation import run_program
+    assert run_program(_counts, comp) == {0: [(1, 1), (2, 1), (3, 1)]}
+    text = summarize(read_trace(str(trace)))
+    assert "failure" not in text, text
+
+
+def _fails_once(flag: str):
+    def program(comp):
+        inp = comp.new_input(name="nums")
+
+        def check(x):
+            if x == 7 and not os.path.exists(flag):
+                open(flag, "w").close()
+                raise RuntimeError("planted once")
+            return x
+        inp.stream.select(check).collect()
+        comp.activate()
+        for e in range(10):
+            inp.on_next([e] if comp.process_index == 0 else [])
+        inp.on_completed()
+        comp.join(timeout=60)
+    return program
+
+
+def test_the_summary_counts_the_checkpoints_of_every_attempt(tmp_path):
+    """After a restart, the summary listed only the last attempt's checkpoints (the page and
+    list_checkpoints all of them)."""
+    from naiad.recovery.store import list_checkpoints
+    trace, root = tmp_path / "trace", tmp_path / "ckpt"
+    naiad.execute(_fails_once(str(tmp_path / "flag")), processes=2, trace=str(trace),
+                  checkpoint_dir=str(root), checkpoint_every=2)
+    taken = list_checkpoints(str(root))
+    text = summarize(read_trace(str(trace)))
+    line = next(x for x in text.splitlines() if x.startswith("checkpoints:"))
+    assert "attempt 1 of 2 failed" in text, text
+    assert 2 in taken and 8 in taken, taken
+    epochs = line.split("(epochs ")[1].split(";")[0]
+    assert {2, 8} <= {int(e) for e in epochs.split(", ")}, line
