@@ -89,7 +89,9 @@ class ZmqFabric:
         self._measure = os.environ.get("NAIAD_PROGRESS_STATS") == "1"
         self.heartbeat_timeout = float(options["heartbeat_timeout"])
         self.ctx = zmq.Context()
-        self.ctx.setsockopt(zmq.IPV6, 1)        # [::1]:port hosts too (IPv4 works as before)
+        listen = str(options.get("listen") or "")
+        if any(h.startswith("[") for h in hosts or ()) or ":" in listen:
+            self.ctx.setsockopt(zmq.IPV6, 1)    # IPv6 hosts ([::1]:port): asked for, else IPv4
         self.keys: Optional[CurveKeys] = None
         self.auth: Optional[ZapHandler] = None
         self._closed = False
