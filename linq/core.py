@@ -153,10 +153,14 @@ def emit(out: list, op: str, role: str, fn: Callable, args: Sequence[Any]) -> No
 
 
 def check_each(op: str, role: str, fn: Callable, expect: Optional[str] = None):
-    """A diagnosis: call ``fn`` on every record through :func:`call` (results discarded)."""
+    """A diagnosis: call ``fn`` on every record through :func:`call` (results discarded; an
+    iterable result is read, as the operator reads it)."""
     def diagnose(edge: int, records: Iterable[Any]) -> None:
         for r in records:
-            call(op, role, fn, (r,), expect)
+            if expect is ITERABLE:
+                emit([], op, role, fn, (r,))
+            else:
+                call(op, role, fn, (r,), expect)
     return diagnose
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from naiad.graph import Stream
-from linq.core import check_hashable, need_stream
+from linq.core import _repr, check_hashable, need_stream
 from linq.staging import per_time_stage
 
 __all__ = ["distinct", "union", "intersect", "except_", "identity"]
@@ -26,15 +26,25 @@ def _two_sets() -> tuple:
     return (set(), set())
 
 
-def distinct(stream: Stream, op: str = "distinct") -> Stream:
-    """Each distinct record once per time, emitted when it is first seen (``op`` names the
-    stage and its errors).
+def distinct(stream: Stream, *args: Any) -> Stream:
+    """Each distinct record once per time, emitted when it is first seen (records compared
+    whole: it takes no key function).
 
     >>> import linq
     >>> from naiad.testing import run
     >>> run(lambda comp, s: s.distinct(), [[3, 1, 3, 2, 1], [3, 3]], workers=2)
     {0: [1, 2, 3], 1: [3]}
     """
+    if args:
+        msg = (f"distinct takes no arguments; got {len(args)} ({_repr.repr(args[0])}): it "
+               "compares whole records; for one record per key, use "
+               "group_by(key, lambda k, records: records[:1])")
+        raise TypeError(msg)
+    return _distinct(stream, "distinct")
+
+
+def _distinct(stream: Stream, op: str) -> Stream:
+    """:func:`distinct`, ``op`` naming the stage and its errors."""
     def on_batch(seen: set, edge: int, records: list) -> list:
         add = seen.add
         return [r for r in records if not (r in seen or add(r))]
@@ -51,7 +61,7 @@ def union(stream: Stream, other: Stream) -> Stream:
     {0: [1, 2, 3]}
     """
     need_stream("union", stream, other)
-    return distinct(stream.concat(other), "union")
+    return _distinct(stream.concat(other), "union")
 
 
 def intersect(stream: Stream, other: Stream) -> Stream:

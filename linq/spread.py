@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, Optional, Sequence
 
 from naiad.errors import GraphError
 from naiad.graph import Stream
+from naiad.partition import Explained
 from naiad.optional import numpy as _numpy  # optional: without it every batch takes the general path
 from linq.blocks import Router, merge_blocks
 from linq.core import UserFunctionError, label, need_callable, need_stream
@@ -99,6 +100,17 @@ class SpreadVertex(HeldVertex):
         self._plans: Dict[int, Any] = {}          # id(held table) -> (table, _Plan or None)
 
     def _match(self, table: dict, records: list) -> list:
+        try:
+            return self._spread(table, records)
+        except UserFunctionError:
+            raise
+        except Exception:
+            if self.diagnose is not None:           # a record of the wrong shape, named
+                self.diagnose(1, [(k, v) for k, vs in table.items() for v in vs])
+                self.diagnose(0, records)
+            raise
+
+    def _spread(self, table: dict, records: list) -> list:
         plan = self._plan(table)
         if plan is not None and 4 * len(records) >= len(plan.keys):
             xs = dict(records)
@@ -235,16 +247,24 @@ def _single(values: list) -> bool:
 
 
 def _check_pairs(op: str):
+    """The diagnosis of spread's inputs: ``(key, value)`` pairs with hashable keys, the edges'
+    values iterables of hashable targets."""
     def diagnose(edge: int, records: Iterable[Any]) -> None:
-        side = "iterated" if edge == 0 else "invariant"
+        side = "record of the iterated stream" if edge == 0 else "record of the edges"
+        want = "(key, value) with a hashable key" if edge == 0 else \
+            "(key, targets) with a hashable key and an iterable of hashable targets"
         for r in records:
             try:
-                k, _ = r
+                k, v = r
                 hash(k)
+                if edge == 1:
+                    for t in v:
+                        hash(t)
             except Exception as exc:
-                raise UserFunctionError(op, f"{side} record", _check_pairs, (r,),
-                                        f"is not a (key, value) pair with a hashable key "
-                                        f"({type(exc).__name__}: {exc})") from exc
+                raise UserFunctionError(op, side, None, (r,),
+                                        f"is not {want} ({type(exc).__name__}: {exc})",
+                                        hint="make the records such pairs, e.g. with select"
+                                        ) from exc
     return diagnose
 
 
@@ -277,7 +297,7 @@ def spread(stream: Stream, edges: Stream, share: Callable[[Any, Any], Any],
     workers = stream.computation.workers
     st = stages.new_stage(lambda: SpreadVertex(op, last, share, combine, own, diagnose,
                                                Router(workers)), name=f"{op}.local")
-    st.new_input(stream, _first)
-    st.new_input(edges, _first)
+    st.new_input(stream, Explained(_first, lambda records: diagnose(0, records)))
+    st.new_input(edges, Explained(_first, lambda records: diagnose(1, records)))
     return merge_blocks(st.new_output(), op, combine, "combine")
 

@@ -65,6 +65,7 @@ class Stream:
             if not isinstance(o, Stream):
                 msg = f"concat takes Streams; got {type(o).__name__} {o!r}"
                 raise TypeError(msg)
+            self.graph.check_stream(o, "concat")
             self.graph.check_same_scope(self.scope, o.scope, "concat")
             sources.extend(o.sources)
         return Stream(self.graph, tuple(sources), self.scope)

@@ -26,7 +26,7 @@ from zlib import crc32
 
 from naiad.optional import numpy as _numpy
 
-__all__ = ["key_hash", "partition", "destinations", "Exchange", "Pipeline", "release_caches",
+__all__ = ["key_hash", "partition", "destinations", "Exchange", "Explained", "Pipeline", "release_caches",
            "route_keys", "batch_cut", "BATCH_BYTES"]
 
 _MASK64 = (1 << 64) - 1
@@ -373,10 +373,27 @@ class Pipeline:
         return "Pipeline()"
 
 
+class Explained:
+    """A partition key (a fast one, ``itemgetter(0)`` say) and ``explain(records)``, which
+    raises the clear error for a batch the key failed on (a record that is not a pair)."""
+
+    __slots__ = ("key", "explain")
+
+    def __init__(self, key: Callable[[Any], Hashable], explain: Callable[[list], None]):
+        self.key, self.explain = key, explain
+
+    def __call__(self, record: Any) -> Hashable:
+        """The key itself (an :class:`Exchange` calls ``key`` directly)."""
+        return self.key(record)
+
+
 class Exchange:
     """Records go to vertex ``key_hash(key(record)) % workers``: equal keys meet in one vertex."""
 
     def __init__(self, key: Callable[[Any], Hashable]):
+        self.explain: Optional[Callable[[list], None]] = None
+        if isinstance(key, Explained):
+            key, self.explain = key.key, key.explain
         if not callable(key):
             msg = f"partition_by must be a callable record -> key; got {type(key).__name__}"
             raise TypeError(msg)

@@ -342,8 +342,15 @@ class WorkerState:
             parts = partition(records, key, self.peers)
         except CALLBACK_ERRORS as exc:
             st = self.stages[conn.dst]
-            raise VertexError(st.name, self.index, time, "partition_by", exc,
-                              format_current(), self.process_index) from exc
+            cause: BaseException = exc
+            explain = conn.exchange.explain       # the clear error, from the batch
+            if explain is not None:
+                try:
+                    explain(records)
+                except CALLBACK_ERRORS as precise:
+                    cause = precise
+            raise VertexError(st.name, self.index, time, "partition_by", cause,
+                              format_current(), self.process_index) from cause
         me = self.index
         actions = self.actions
         for dest in range(self.peers):

@@ -8,6 +8,13 @@ from linq import UserFunctionError
 from naiad.testing import run
 
 
+def _add(a, b):
+    return a + b
+
+
+_add.__name__ = "add"
+
+
 def parse(r):
     return int(r)
 
@@ -85,6 +92,32 @@ CASES = {
     "reducer generator raises": (
         lambda comp, s: s.group_by(abs, gen_reducer), [[1]],
         ["group_by(abs, gen_reducer)", "reducer gen_reducer", "ValueError: half way"]),
+    # A generator read by the operator, raising as it is read: blamed on the selector (it was
+    # a RuntimeError naming nothing; fused with count, a bare error in 'count.local').
+    "select_many generator raises": (
+        lambda comp, s: s.select_many(lambda x: (1 / 0 for _ in [1])), [[1, 2, 3]],
+        ["select_many(<lambda>)", "returned an iterable that raised ZeroDivisionError",
+         "while it was read"]),
+    "select_many generator raises, fused": (
+        lambda comp, s: s.select_many(lambda x: (1 / 0 for _ in [1])).count(), [[1, 2, 3]],
+        ["count", "select_many(<lambda>): the selector <lambda> returned an iterable that "
+         "raised ZeroDivisionError"]),
+    # spread's inputs of the wrong shape: named as such (bare TypeErrors from the routing and
+    # the plan before).
+    "spread iterated records not pairs": (
+        lambda comp, s: s.iterate(lambda loop, x: x.spread(
+            loop.enter(s.select(lambda v: (v, (v % 3 + 1,)))), lambda v, t: v, _add), 2),
+        [[1, 2, 3]], ["spread(<lambda>, add)", "a record of the iterated stream is not (key, "
+                      "value) with a hashable key"]),
+    "spread targets not iterable": (
+        lambda comp, s: s.select(lambda v: (v, 1.0)).iterate(lambda loop, x: x.spread(
+            loop.enter(s.select(lambda v: (v, v))), lambda v, t: v, _add), 2),
+        [[1, 2, 3]], ["spread(<lambda>, add)", "a record of the edges is not (key, targets)",
+                      "'int' object is not iterable"]),
+    "spread targets unhashable": (
+        lambda comp, s: s.select(lambda v: (v, 1.0)).iterate(lambda loop, x: x.spread(
+            loop.enter(s.select(lambda v: (v, ([v],)))), lambda v, t: v, _add), 2),
+        [[1, 2, 3]], ["spread(<lambda>, add)", "unhashable type: 'list'"]),
     "cogroup reducer returns int": (
         lambda comp, s: s.cogroup_by(s, abs, abs, lambda k, a, b: len(a)), [[1]],
         ["cogroup_by(abs, abs, <lambda>)", "returned int", "not iterable"]),
@@ -143,6 +176,31 @@ def test_body_returning_outer_stream_is_a_graph_error():
     s = comp.new_input().stream
     with pytest.raises(naiad.GraphError, match="must return a stream computed from its argument"):
         s.iterate(lambda x: s, 2)
+
+
+def test_distinct_takes_no_key_function():
+    """distinct(key) took the key for its stage's name: a silent whole-record distinct in one
+    process, a graph mismatch across processes (the lambda's address in the name)."""
+    comp = naiad.Computation()
+    s = comp.new_input().stream
+    with pytest.raises(TypeError, match="distinct takes no arguments.*group_by"):
+        s.distinct(lambda r: r[0])
+
+
+@pytest.mark.parametrize("combine", ["concat", "dd_concat", "dd_join"])
+def test_a_stream_of_another_computation_is_named_as_such(combine):
+    """It was "streams from different scopes (top and top)", with advice about loops."""
+    from linq import differential as dd
+    comp, other = naiad.Computation(), naiad.Computation()
+    with pytest.raises(naiad.GraphError, match="belongs to another computation"):
+        if combine == "concat":
+            comp.new_input().stream.concat(other.new_input().stream)
+        else:
+            ca, cb = dd.new_input(comp).collection, dd.new_input(other).collection
+            if combine == "dd_concat":
+                ca.concat(cb)
+            else:
+                ca.join(cb, abs, abs, max)
 
 
 def test_streams_from_different_loops_do_not_mix():

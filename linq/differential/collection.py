@@ -269,6 +269,9 @@ class Collection:
     def _same(self, op: str, other: Any) -> "Collection":
         if not isinstance(other, Collection):
             raise not_a_collection(op, other)
+        if other._stream.graph is not self._stream.graph:
+            msg = f"{op}: the collection belongs to another computation"
+            raise GraphError(msg)
         self._stream.graph.check_same_scope(self.scope, other.scope, op)
         return other
 
