@@ -306,8 +306,10 @@ def test_columns_a_barrier_stage_cannot_read_are_named_with_the_rename(spark):
     dotted = spark.createDataFrame([(1, 2.0), (2, 3.0)], "`a.b` long, c double")
     pairs = spark.createDataFrame([(1, 2), (2, 5)], "k long, v long")
     joined = pairs.join(pairs, "k")
+    cased = spark.createDataFrame([(1, 2, 3)], "v long, c long, k long").toDF("v", "V", "k")
     for data, named, frames in ((dotted, "Spark cannot read column 'a.b'", False),
-                                (joined, "column 'v' appears 2 times", True)):
+                                (joined, "column 'v' appears 2 times", True),
+                                (cased, "column 'v' appears 2 times", False)):
         with pytest.raises(ValueError, match=named) as err:
             naiad.spark.execute(data, program, processes=2, frames=frames)
         rename = str(err.value).split("e.g. data.toDF(")[1].rstrip(")")
@@ -423,6 +425,20 @@ def test_numpy_values_inside_arrays_maps_and_structs_become_pythons(spark):
                                      "s struct<t:string,u:array<float>>, z array<long>")
     rows = sorted((r.i, r.a, r.m, (r.s.t, r.s.u), r.z) for r in got.collect())
     assert rows == [(i, [i, 2], {"a": i / 2}, ("x", [0.5]), list(range(i))) for i in range(5)]
+
+
+def test_a_row_that_does_not_fit_is_named_by_the_value_that_does_not(spark):
+    """After numpy values were made Python's, the error quoted the check of the row before,
+    blaming np.float64(0.5), which fits a double, instead of the bool that does not."""
+    import numpy as np
+
+    def program(comp, rows):
+        list(rows)
+        return [([np.float64(0.5), np.bool_(True)],)]
+    with pytest.raises(naiad.spark.StageFailed, match=r"DoubleType\(\) can not accept object "
+                       r"True") as err:
+        naiad.spark.execute(spark.range(2), program, processes=1, schema="a array<double>")
+    assert "can not accept object np.float64" not in str(err.value)
 
 
 def test_a_program_error_naming_spark_refusals_is_not_retried(numbers, tmp_path):

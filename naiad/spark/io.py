@@ -148,34 +148,43 @@ class _Field:
 
 def readable_columns(names: List[str], what: str) -> None:
     """A ValueError naming the columns a barrier stage cannot read: repeated names (a join's
-    two ``v`` columns) and names with a dot or a backquote, which Spark's ``mapInArrow`` takes
-    for a field of a struct.
+    two ``v`` columns; Spark compares names without case, so ``v`` and ``V`` are one) and names
+    with a dot or a backquote, which Spark's ``mapInArrow`` takes for a field of a struct.
 
     >>> readable_columns(["k", "v", "v"], "execute")
     Traceback (most recent call last):
       ...
-    ValueError: naiad.spark.execute: column 'v' appears 2 times (a join's columns of one name, say); rename them first, e.g. data.toDF('k', 'v_1', 'v_2')
-    >>> readable_columns(["a.b", "c"], "execute")
+    ValueError: naiad.spark.execute: column 'v' appears 2 times (a join's columns of one name, say; Spark compares names without case); rename them first, e.g. data.toDF('k', 'v_1', 'v_2')
+    >>> readable_columns(["a.b", "a_b"], "execute")
     Traceback (most recent call last):
       ...
-    ValueError: naiad.spark.execute: Spark cannot read column 'a.b' in a barrier stage (a dot or a backquote reads as a struct's field); rename it first, e.g. data.toDF('a_b', 'c')
+    ValueError: naiad.spark.execute: Spark cannot read column 'a.b' in a barrier stage (a dot or a backquote reads as a struct's field); rename it first, e.g. data.toDF('a_b_1', 'a_b')
     """
     counts: Dict[str, int] = {}
     for n in names:
-        counts[n] = counts.get(n, 0) + 1
+        counts[n.lower()] = counts.get(n.lower(), 0) + 1
     seen: Dict[str, int] = {}
     renamed = []
     for n in names:
-        if counts[n] > 1:
-            seen[n] = seen.get(n, 0) + 1
-            renamed.append(f"{n}_{seen[n]}")
+        if counts[n.lower()] > 1:
+            seen[n.lower()] = seen.get(n.lower(), 0) + 1
+            renamed.append(f"{n}_{seen[n.lower()]}")
         else:
             renamed.append(n.replace(".", "_").replace("`", "_"))
+    taken = {n.lower() for n, r in zip(names, renamed) if n == r}
+    for i, (n, r) in enumerate(zip(names, renamed)):
+        if n != r:                      # a new name no other column has
+            base, k = r, 1
+            while r.lower() in taken:
+                r, k = f"{base}_{k}", k + 1
+            renamed[i] = r
+            taken.add(r.lower())
     suggestion = f"data.toDF({', '.join(map(repr, renamed))})"
     for n in names:
-        if counts[n] > 1:
-            msg = (f"naiad.spark.{what}: column {n!r} appears {counts[n]} times (a join's "
-                   f"columns of one name, say); rename them first, e.g. {suggestion}")
+        if counts[n.lower()] > 1:
+            msg = (f"naiad.spark.{what}: column {n!r} appears {counts[n.lower()]} times (a "
+                   "join's columns of one name, say; Spark compares names without case); "
+                   f"rename them first, e.g. {suggestion}")
             raise ValueError(msg)
     for n in names:
         if "." in n or "`" in n:

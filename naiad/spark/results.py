@@ -73,13 +73,13 @@ def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
             if has_numpy(row.values() if isinstance(row, dict) else row):
                 return _plain(row)      # np.str_ and np.float64 pass (subclasses): Spark's
             return row                  # pickler refuses them all the same
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError):
             plain = _plain(row)
             try:
                 verify(plain)
                 return plain
-            except (TypeError, ValueError):
-                pass
+            except (TypeError, ValueError) as again:
+                exc = again             # what does not fit once numpy values are Python's
             msg = (f"process {process_index}: the program returned a row that does not fit "
                    f"schema {schema.simpleString()}: {_repr.repr(record)} ({exc}); return "
                    "values of the schema's types, or change schema=")
