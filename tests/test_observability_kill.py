@@ -135,7 +135,11 @@ def test_an_idle_workers_events_are_written_before_a_kill(tmp_path):
     assert {e["t"][0] for e in runs} == {0, 1, 2}
 
 
-def test_a_later_run_does_not_inherit_the_launchers_failure(tmp_path):
+@pytest.mark.parametrize("later", ["execute", "computation"])
+def test_a_later_run_does_not_inherit_the_launchers_failure(tmp_path, later):
+    """A failed execute(trace=DIR) leaves the launcher's view of its failure: a later execute
+    removes it, and one made as a Computation(trace=DIR) (no launcher to remove it) does not
+    read it (it was summarized as failing too)."""
     trace = tmp_path / "trace"
 
     def program(fail):
@@ -153,8 +157,13 @@ def test_a_later_run_does_not_inherit_the_launchers_failure(tmp_path):
     with pytest.raises(RuntimeError, match="boom in process 1"):
         naiad.execute(program(True), processes=2, trace=trace)
     assert (trace / "launcher.jsonl").exists()
-    naiad.execute(program(False), processes=2, trace=trace)
-    assert not (trace / "launcher.jsonl").exists()
+    if later == "execute":
+        naiad.execute(program(False), processes=2, trace=trace)
+        assert not (trace / "launcher.jsonl").exists()
+    else:
+        from naiad.computation import run_program
+        time.sleep(0.05)                   # (file times of the two runs apart)
+        run_program(program(False), naiad.Computation(trace=str(trace)))
     assert "fail" not in summarize(read_trace(str(trace)))
 
 
@@ -202,40 +211,6 @@ def test_a_second_run_in_one_process_does_not_take_a_page_in_use():
     assert "alpha" in stages_shown()
     assert naiad.execute(_paced_named("gamma", 2), monitor=port) == ["gamma"]
     assert "gamma" in stages_shown() and "alpha" not in stages_shown()
-
-
-def _fails_at_zero(comp):
-    inp = comp.new_input(name="nums")
-    inp.stream.select(lambda x: 1 // x).collect()
-    comp.activate()
-    inp.on_next([0])
-    inp.on_completed()
-    comp.join(timeout=30)
-
-
-def _counts(comp):
-    inp = comp.new_input(name="nums")
-    got = inp.stream.count().collect()
-    comp.activate()
-    inp.on_next([1, 2, 3])
-    inp.on_completed()
-    comp.join(timeout=30)
-    return got.results
-
-
-def test_an_earlier_runs_launcher_failure_is_not_a_later_runs(tmp_path):
-    """A failed execute(trace=DIR) leaves the launcher's view of its failure; a later run made
-    as a Computation(trace=DIR) (no launcher to clear it) was summarized as failing too."""
-    trace = tmp_path / "trace"
-    with pytest.raises(naiad.VertexError, match="ZeroDivisionError"):
-        naiad.execute(_fails_at_zero, processes=2, trace=str(trace))
-    assert (trace / "launcher.jsonl").exists()
-    time.sleep(0.05)                       # (file times of the two runs apart)
-    comp = naiad.Computation(trace=str(trace))
-    from naiad.computation import run_program
-    assert run_program(_counts, comp) == {0: [(1, 1), (2, 1), (3, 1)]}
-    text = summarize(read_trace(str(trace)))
-    assert "failure" not in text, text
 
 
 def _fails_once(flag: str):

@@ -317,3 +317,21 @@ def test_a_remote_failure_survives_pickling():
     assert (back.process, type(back.error), str(back)) == (2, naiad.VertexError, str(exc))
     gone = naiad.RemoteFailure(1, None, "process 1 is gone")
     assert str(pickle.loads(pickle.dumps(gone))) == "process 1 is gone"
+
+
+@pytest.mark.parametrize("timeout", [0.5, 2.0, 6.0, 30.0])
+def test_a_silent_peer_is_given_up_within_heartbeat_timeout_plus_a_second(timeout):
+    """The documented bound (security.md) from its parts: the heartbeat's interval and
+    timeout as the control sockets set them, the grace a disconnected peer gets to show it
+    had finished, and the control thread's poll while a peer is gone. They summed to 8.1 s at
+    the default 6 s (the answer to a ping was awaited a whole timeout after the ping)."""
+    import zmq
+    from naiad.transport import control
+    ctx = zmq.Context()
+    try:
+        sock = control.connect_push(ctx, None, "tcp://127.0.0.1:9", heartbeat_timeout=timeout)
+        ivl, wait = sock.getsockopt(zmq.HEARTBEAT_IVL), sock.getsockopt(zmq.HEARTBEAT_TIMEOUT)
+        sock.close(linger=0)
+    finally:
+        ctx.term()
+    assert (ivl + wait) / 1000 + control._GONE_GRACE + 0.1 <= timeout + 1.0, (ivl, wait)
