@@ -141,6 +141,25 @@ def test_to_dataframe_names_the_epoch_column_without_a_schema(spark):
         [(0, "a"), (1, "b")]
 
 
+def test_to_dataframe_takes_a_single_type_as_execute_does(spark):
+    """Plain values with a single-type DDL or DataType: one column ``value``, with and without
+    the epoch column, as ``createDataFrame`` and ``execute(schema="long")`` make it."""
+    from pyspark.sql.types import LongType
+    plain = naiad.spark.to_dataframe(spark, [3, 1, 2], "long")
+    assert plain.schema.simpleString() == "struct<value:bigint>"
+    assert sorted(r.value for r in plain.collect()) == [1, 2, 3]
+    typed = naiad.spark.to_dataframe(spark, [7], LongType())
+    assert [tuple(r) for r in typed.collect()] == [(7,)]
+    per_epoch = naiad.spark.to_dataframe(spark, {1: [5], 0: [4, 6]}, "long",
+                                         epoch_column="epoch")
+    assert per_epoch.columns == ["epoch", "value"]
+    assert [tuple(r) for r in per_epoch.collect()] == [(0, 4), (0, 6), (1, 5)]
+    with pytest.raises(ValueError, match=r"to_dataframe: Spark cannot read the schema 'lon g'"):
+        naiad.spark.to_dataframe(spark, [1], "lon g")
+    with pytest.raises(TypeError, match=r"schema must be a DDL string, a Spark DataType or a list"):
+        naiad.spark.to_dataframe(spark, [1], 5)
+
+
 def test_a_bad_schema_is_refused_before_the_program_runs(spark, tmp_path):
     marker = tmp_path / "ran"
 

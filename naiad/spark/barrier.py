@@ -37,6 +37,7 @@ from naiad.execute import run_program
 from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd,
                             pack_results, readable_columns, unpack_results)
+from naiad.spark.dataframes import as_struct, struct_of
 from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, inferred_schema,
                                  payload_batches, result_batches)
 from naiad.spark.rendezvous import DriverGather, DriverRendezvous
@@ -258,23 +259,6 @@ def _first_line(exc: BaseException) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
 
 
-def _as_struct(schema: Any):
-    """A DDL string or a Spark DataType as a StructType (one type: one column ``value``)."""
-    from pyspark.sql.types import StructField, StructType
-    if isinstance(schema, str):
-        return _struct_of(schema)
-    return schema if isinstance(schema, StructType) else StructType([StructField("value",
-                                                                                   schema)])
-
-
-def _struct_of(ddl: str):
-    """The StructType of a DDL string (one py4j call; ``createDataFrame([], ddl)`` took
-    several): a single type becomes one column ``value``, as ``createDataFrame`` makes it."""
-    from pyspark.sql.types import DataType, StructField, StructType
-    parsed = DataType.fromDDL(ddl)
-    return parsed if isinstance(parsed, StructType) else StructType([StructField("value", parsed)])
-
-
 def _session_timezone(spark) -> str:
     """The session's time zone (its default, the JVM's, when not set)."""
     try:
@@ -288,7 +272,7 @@ def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
     executors (a local checkpoint), so later actions do not run the computation again.
     Without ``schema`` the tables are kept as Arrow payloads first, and turned into batches of
     the schema unified from theirs in a second pass (:mod:`naiad.spark.frames`)."""
-    struct = None if schema is None else _struct_of(schema) if isinstance(schema, str) \
+    struct = None if schema is None else struct_of(schema) if isinstance(schema, str) \
         else schema
     task.schema = struct
     task.input_schema = data.schema
@@ -406,7 +390,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
         raise ValueError(msg)
     if isinstance(schema, str):
         try:
-            _struct_of(schema)      # a bad DDL is refused before any task runs
+            struct_of(schema)      # a bad DDL is refused before any task runs
         except Exception as exc:  # noqa: BLE001 - re-raised with advice
             msg = (f"naiad.spark.execute: schema={schema!r} is not a DDL string Spark reads "
                    f"({type(exc).__name__}: {_first_line(exc)}); write it as "
@@ -425,7 +409,7 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
                        epochs)
     if not frames and schema is not None and not isinstance(schema, (list, tuple)):
         # One type (``"long"``, ``LongType()``) is one column ``value``: the rows are tuples.
-        schema = task.row_schema = _as_struct(schema)
+        schema = task.row_schema = as_struct(schema)
     served = None
     if spark.sparkContext.master.startswith("local"):
         served = DriverRendezvous(secret, processes)

@@ -8,9 +8,9 @@ barrier runner (:func:`naiad.spark.execute`) hands each task the rows of its own
 partitions to files, and each process reads a disjoint share of those files, so the driver never
 collects the data.
 
-Out of a computation: :func:`to_dataframe` makes a DataFrame of records in the driver (for each
-epoch or all epochs), and :func:`pack_results` / :func:`unpack_results` carry a barrier task's
-results to Spark in pickled chunks.
+Out of a computation: :func:`pack_results` / :func:`unpack_results` carry a barrier task's
+results to Spark in pickled chunks (:func:`to_dataframe`, which makes a DataFrame of records in
+the driver, is :mod:`naiad.spark.dataframes`'s).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from naiad.errors import NaiadError
 from naiad.files import private_dir
 from naiad.spark.parts import read_parts, write_part
-from naiad.spark.results import _CHUNK, _as_row, pack_results, unpack_results
+from naiad.spark.dataframes import to_dataframe
+from naiad.spark.results import _CHUNK, pack_results, unpack_results
 
 __all__ = ["EpochSpec", "PartitionRows", "SparkSource", "source", "to_dataframe", "epoch_spec",
            "check_columns", "pack_results", "unpack_results", "is_dataframe", "is_rdd"]
@@ -431,68 +432,3 @@ def source(data: Any, *, epoch_column: Optional[Union[str, int]] = None,
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
-
-
-def _with_epoch_schema(schema: Any, column: str) -> Any:
-    from pyspark.sql.types import LongType, StructField, StructType
-    if schema is None:
-        return None
-    if isinstance(schema, str):
-        return f"{column} long, {schema}"
-    if isinstance(schema, StructType):
-        return StructType([StructField(column, LongType(), False)] + list(schema.fields))
-    if isinstance(schema, (list, tuple)):
-        return [column] + list(schema)
-    msg = f"schema must be a DDL string, a StructType or a list of column names; got {schema!r}"
-    raise TypeError(msg)
-
-
-def to_dataframe(spark, records: Any, schema: Any = None, *,
-                 epoch_column: Optional[str] = None):
-    """A DataFrame in ``spark`` of a computation's records.
-
-    ``records`` is a list of rows (tuples, lists, dicts or Rows; plain values become one-column
-    rows), or per-epoch results such as ``stream.collect().results`` (``{epoch: rows}``): all
-    epochs in order, with the epoch number as a first column named ``epoch_column`` if given.
-    ``schema`` is a DDL string, a StructType or a list of column names; omitted, Spark infers it.
-    """
-    if hasattr(records, "results") and isinstance(getattr(records, "results"), dict):
-        records = records.results
-    if isinstance(records, dict):
-        epochs = sorted(records)
-        if epoch_column is not None:
-            rows = [(e,) + tuple(_as_tuple(r)) for e in epochs for r in records[e]]
-            schema = _with_epoch_schema(schema, epoch_column)
-        else:
-            rows = [_as_row(r) for e in epochs for r in records[e]]
-    else:
-        if epoch_column is not None:
-            msg = ("epoch_column needs per-epoch results ({epoch: rows}, e.g. "
-                   "stream.collect().results); got a plain list of rows")
-            raise TypeError(msg)
-        rows = [_as_row(r) for r in records]
-    if schema is None and not rows:
-        msg = ("to_dataframe: there are no rows to infer a schema from; give schema= (a DDL "
-               "string such as 'node string, rank double')")
-        raise ValueError(msg)
-    try:
-        df = spark.createDataFrame(rows, schema)
-        if epoch_column is not None and schema is None:     # inferred: named _1, _2, ...
-            df = df.withColumnRenamed(df.columns[0], epoch_column)
-        return df
-    except Exception as exc:  # noqa: BLE001 - re-raised with the offending row
-        msg = (f"to_dataframe: Spark cannot make a DataFrame of these rows "
-               f"({type(exc).__name__}: {exc}); the first row is {_repr.repr(rows[0]) if rows else None}"
-               f"{'' if schema is None else f' and the schema {schema!r}'}")
-        raise TypeError(msg) from exc
-
-
-def _as_tuple(record: Any) -> tuple:
-    if isinstance(record, tuple):
-        return record
-    if isinstance(record, list):
-        return tuple(record)
-    if isinstance(record, dict):
-        msg = "epoch_column needs rows as tuples or lists, not dicts (the order of fields matters)"
-        raise TypeError(msg)
-    return (record,)
