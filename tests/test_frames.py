@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -13,6 +14,7 @@ pd = pytest.importorskip("pandas")
 np = pytest.importorskip("numpy")
 import pyarrow.compute as pc  # noqa: E402
 
+import linq  # noqa: E402
 import naiad  # noqa: E402
 from linq import frames  # noqa: E402
 from linq.frames import FrameError, row_hash  # noqa: E402
@@ -298,6 +300,34 @@ def test_clear_errors():
                                                 r"exchange\(\) can route by them"):
         run(lambda f: f.group_by("word", c=("n", "sum")), [listed])
     assert isinstance(FrameError("x"), ValueError)
+
+
+@pytest.mark.parametrize("operator", ["map_batches", "filter"])
+def test_a_raising_function_is_named_with_the_table_it_was_given(cluster, operator):
+    """The user function of map_batches or filter raising, in the last process: a
+    UserFunctionError naming the operator, the function and the table's rows and schema."""
+    def no_column(table):
+        return table["y"]
+
+    def program(comp):
+        inp = comp.new_input()
+        getattr(frames.of(inp.stream), operator)(no_column).collect()
+        comp.activate()
+        if comp.process_index == comp.processes - 1:
+            inp.on_next([pa.table({"x": [1, 2, 3]})])
+        inp.on_completed()
+        comp.join(timeout=30)
+    with pytest.raises(naiad.VertexError) as info:
+        cluster.execute(program)
+    # The cause travels between processes as its text (VertexError.cause_repr).
+    assert re.fullmatch(rf"UserFunctionError: {operator}\(no_column\): the function no_column "
+                        r"raised KeyError: .*y.* \(called with a table of 3 rows \(x: int64\)\)",
+                        info.value.cause_repr), info.value.cause_repr
+    cause = info.value.__cause__
+    if cause is not None:                 # raised in this process
+        assert isinstance(cause, linq.UserFunctionError)
+        assert (cause.operator, cause.role, cause.function) == (f"{operator}(no_column)",
+                                                                "function", "no_column")
 
 
 @pytest.mark.parametrize("held_side", [False, True])

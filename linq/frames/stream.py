@@ -31,7 +31,7 @@ from linq.frames.hashing import check_key_types as key_types, key_names
 from linq.frames.held import HeldJoin, check_clash, check_key_types
 from linq.frames.loop import iterate as _iterate
 from linq.frames.spread import PartialSums, SpreadVertex, sum_by
-from linq.frames.vertices import (Accumulate, FrameError, MapTables, Split, _Checked,
+from linq.frames.vertices import (Accumulate, FrameError, MapTables, Split, _Checked, call_on_table,
                                   require_columns)
 from linq.invariant import held, inherit, last_of
 from naiad.errors import GraphError
@@ -72,8 +72,8 @@ class FrameStream:
     def _workers(self) -> int:
         return self.stream.graph.computation.workers
 
-    def _map(self, op: str, fn: Callable, rows: bool = False) -> Stream:
-        out = stages.unary(self.stream, lambda: MapTables(op, fn, rows), name=op)
+    def _map(self, op: str, fn: Callable, rows: bool = False, user: bool = False) -> Stream:
+        out = stages.unary(self.stream, lambda: MapTables(op, fn, rows, user), name=op)
         return inherit(op, [self.stream], out)
 
     def _split(self, op: str, keys: List[str], every: bool = False) -> Stream:
@@ -86,7 +86,7 @@ class FrameStream:
     def map_batches(self, fn: Callable[[pa.Table], pa.Table]) -> "FrameStream":
         """``fn(table) -> table`` for every table (None drops it)."""
         _callable("map_batches", fn)
-        return FrameStream(self._map(f"map_batches({_name(fn)})", fn))
+        return FrameStream(self._map(f"map_batches({_name(fn)})", fn, user=True))
 
     def filter(self, fn: Callable[[pa.Table], Any]) -> "FrameStream":
         """The rows where ``fn(table)`` (a boolean array or expression result) is true."""
@@ -94,7 +94,7 @@ class FrameStream:
         op = f"filter({_name(fn)})"
 
         def keep(table: pa.Table) -> pa.Table:
-            mask = fn(table)
+            mask = call_on_table(op, fn, table)
             try:
                 return table.filter(mask)
             except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -20,11 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 import naiad
+from linq.core import UserFunctionError
 from linq.frames.hashing import route_destinations
 from linq.frames.routes import recall
 
-__all__ = ["FrameError", "MapTables", "Split", "Accumulate", "require_columns", "split_table",
-           "concat"]
+__all__ = ["FrameError", "MapTables", "call_on_table", "Split", "Accumulate", "require_columns",
+           "split_table", "concat"]
 
 
 def concat(tables: Sequence[pa.Table]) -> pa.Table:
@@ -140,17 +141,48 @@ def _schema(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
 
 
-class MapTables(naiad.Vertex):
-    """``fn(table)`` for each table; results that are tables (or row lists) go on."""
+class _Shape:
+    """A table as an error shows it: its rows and schema, not its values."""
 
-    def __init__(self, op: str, fn: Callable[[pa.Table], Any], rows: bool = False) -> None:
+    def __init__(self, table: pa.Table) -> None:
+        self.text = f"a table of {table.num_rows} rows {_schema(table.schema)}"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def call_on_table(op: str, fn: Callable[[pa.Table], Any], table: pa.Table) -> Any:
+    """``fn(table)``; an exception it raises is a :class:`~linq.UserFunctionError` naming the
+    operator, the function and the table's shape.
+
+    >>> def half(t): return t["y"]
+    >>> try:
+    ...     call_on_table("map_batches(half)", half, pa.table({"x": [1, 2]}))
+    ... except UserFunctionError as exc:
+    ...     print(exc)
+    map_batches(half): the function half raised KeyError: 'Field "y" does not exist in schema' (called with a table of 2 rows (x: int64))
+    """
+    try:
+        return fn(table)
+    except Exception as exc:
+        raise UserFunctionError(op, "function", fn, (_Shape(table),),
+                                f"raised {type(exc).__name__}: {exc}") from exc
+
+
+class MapTables(naiad.Vertex):
+    """``fn(table)`` for each table; results that are tables (or row lists) go on.  With
+    ``user``, ``fn`` is the program's and its exceptions are named (:func:`call_on_table`)."""
+
+    def __init__(self, op: str, fn: Callable[[pa.Table], Any], rows: bool = False,
+                 user: bool = False) -> None:
         super().__init__()
-        self.op, self.fn, self.rows = op, fn, rows
+        self.op, self.fn, self.rows, self.user = op, fn, rows, user
 
     def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
         out = []
         for table in messages:
-            result = self.fn(require_table(self.op, table))
+            table = require_table(self.op, table)
+            result = call_on_table(self.op, self.fn, table) if self.user else self.fn(table)
             if self.rows:
                 out.extend(result)
             elif result is not None:
