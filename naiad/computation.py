@@ -231,7 +231,8 @@ class Computation:
         """What the default progress line shows: this process's view of the frontier."""
         live = [w for w in self._workers if not w.finished]
         return {"times": live[0].tracker.active_times() if live else [],
-                "epochs_fed": self.epochs_fed, "done": not live, "now": _time.monotonic()}
+                "epochs_fed": self.epochs_fed, "done": not live,
+                "failed": self.failure is not None, "now": _time.monotonic()}
 
     def _prepare_recovery(self) -> None:
         """Find the checkpoint to resume from (if any) and Naiad's initial pointstamps."""

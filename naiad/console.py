@@ -49,16 +49,20 @@ def summary(view: Dict[str, Any], previous: Optional[Dict[str, Any]] = None) -> 
                     least, iteration = t[0], None
                 if t[0] == least and t[1]:
                     iteration = max(iteration or 0, t[1][-1])
-    done = bool(view.get("finished")) or (seen and least is None)
+    failed = bool(view.get("failure"))
+    done = failed or bool(view.get("finished")) or (seen and least is None)
     if previous is not None and view["now"] > previous["now"]:
         rate = max(0.0, (records - previous["records"]) / (view["now"] - previous["now"]))
     else:                # the first line: the average since the run started
         rate = records / max(view["now"], 1e-3)
     if done:             # the final line: the average over the whole run
         rate = records / max(view["now"], 1e-3)
-    complete = view.get("epochs_fed", 0) if done else (least or 0)
+    if failed:           # what completed before the failure, not what was fed
+        complete = least if least is not None else view.get("epochs_fed", 0)
+    else:
+        complete = view.get("epochs_fed", 0) if done else (least or 0)
     return {"epochs_complete": complete, "iteration": iteration, "rate": rate,
-            "records": records, "done": done, "now": view["now"]}
+            "records": records, "done": done, "failed": failed, "now": view["now"]}
 
 
 def describe(s: Dict[str, Any]) -> str:
@@ -68,8 +72,12 @@ def describe(s: Dict[str, Any]) -> str:
         parts.append(f"iteration {s['iteration']}")
     parts.append(f"{s['rate']:,.0f} records/s")
     parts.append(f"{s['records']:,} records")
-    text = ", ".join(parts)
-    return text + " (finished)" if s["done"] else text
+    return ", ".join(parts) + _ending(s)
+
+
+def _ending(s: Dict[str, Any]) -> str:
+    """How a summary's line ends: `` (failed)``, `` (finished)`` or nothing while it runs."""
+    return " (failed)" if s.get("failed") else " (finished)" if s["done"] else ""
 
 
 def _tqdm() -> Any:
@@ -112,7 +120,8 @@ class ConsoleProgress:
 
     def postfix(self, s: Dict[str, Any]) -> str:
         post = f"{s['rate']:,.0f} records/s"
-        return f"iteration {s['iteration']}, {post}" if s["iteration"] is not None else post
+        post = f"iteration {s['iteration']}, {post}" if s["iteration"] is not None else post
+        return post + _ending(s) if s.get("failed") else post
 
     def emit(self, text: str) -> None:
         print(f"naiad: {text}", file=self.stream, flush=True)
@@ -174,8 +183,12 @@ def frontier_summary(view: Dict[str, Any],
             least, iteration = t.epoch, None
         if t.epoch == least and t.counters:
             iteration = max(iteration or 0, t.counters[-1])
-    done = bool(view["done"])
-    complete = view["epochs_fed"] if done or least is None else least
+    failed = bool(view.get("failed"))
+    done = failed or bool(view["done"])
+    if failed:
+        complete = least if least is not None else view["epochs_fed"]
+    else:
+        complete = view["epochs_fed"] if done or least is None else least
     epoch_rate = iteration_rate = None
     if previous is not None and view["now"] > previous["now"]:
         dt = view["now"] - previous["now"]
@@ -184,7 +197,7 @@ def frontier_summary(view: Dict[str, Any],
                 and complete == previous["epochs_complete"]):
             iteration_rate = max(0.0, (iteration - previous["iteration"]) / dt)
     return {"epochs_complete": complete, "iteration": iteration, "epoch_rate": epoch_rate,
-            "iteration_rate": iteration_rate, "done": done, "now": view["now"]}
+            "iteration_rate": iteration_rate, "done": done, "failed": failed, "now": view["now"]}
 
 
 def describe_frontier(s: Dict[str, Any]) -> str:
@@ -198,8 +211,7 @@ def describe_frontier(s: Dict[str, Any]) -> str:
         if s["iteration_rate"] is not None:
             it += f" ({s['iteration_rate']:,.1f} iterations/s)"
         parts.append(it)
-    text = ", ".join(parts)
-    return text + " (finished)" if s["done"] else text
+    return ", ".join(parts) + _ending(s)
 
 
 class FrontierProgress(ConsoleProgress):
@@ -238,7 +250,7 @@ class FrontierProgress(ConsoleProgress):
             rate = s["iteration_rate"]
             parts.append(f"iteration {s['iteration']}"
                          + (f" ({rate:,.1f} iterations/s)" if rate is not None else ""))
-        return ", ".join(parts)
+        return ", ".join(parts) + (_ending(s) if s.get("failed") else "")
 
     def emit(self, text: str) -> None:
         if self._emit is not None:

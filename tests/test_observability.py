@@ -473,6 +473,42 @@ def test_progress_is_logged_when_stderr_is_not_a_terminal(capfd, processes):
     assert f"{processes * (600 * 2 + 6):,} records" in last
 
 
+def _fails_at_four(comp):
+    import linq  # noqa: F401 - Stream.select
+    inp = comp.new_input(name="numbers")
+
+    def boom(x):
+        if x == 4:
+            raise ValueError("four")
+        return x
+    probe = inp.stream.select(boom).probe()
+    comp.activate()
+    for e in range(8):
+        inp.on_next([e])
+        probe.wait(e, timeout=30)
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_last_progress_line_of_a_failed_run_says_failed(capfd, processes):
+    """The run fails at epoch 4: its last line says so, with the 4 epochs completed before
+    (not "finished", nor the epochs fed)."""
+    with pytest.raises(naiad.VertexError, match="four"):
+        naiad.execute(_fails_at_four, processes=processes, progress=True)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("naiad: ")]
+    assert lines and lines[-1].startswith("naiad: 4 epochs complete"), lines
+    assert lines[-1].endswith("(failed)"), lines
+
+
+def test_the_default_progress_line_of_a_failed_run_says_failed():
+    from naiad.console import describe_frontier, frontier_summary
+    from naiad.progress.timestamp import Timestamp
+    failed = frontier_summary({"times": [Timestamp(4)], "epochs_fed": 5, "done": True,
+                               "failed": True, "now": 4.0})
+    assert describe_frontier(failed) == "4 epochs complete (failed)"
+
+
 def test_progress_is_a_live_line_on_a_terminal():
     out = _in_a_terminal("import sys, tests.test_observability as t, naiad; "
                          "naiad.execute(t._slow_epochs, workers=2, progress=True)")
