@@ -121,6 +121,33 @@ def test_epochs_of_timestamps_and_of_nan(typed, column):
     assert [per_epoch[e] for e in sorted(per_epoch)] == expected
 
 
+@pytest.mark.parametrize("kind", ["double", "string"])
+def test_epochs_follow_sparks_own_order_of_nulls_and_nan(spark, kind):
+    """Epoch i holds the rows of the i-th value of Spark's ``orderBy`` of the column's
+    distinct values: null first, NaN after the numbers (null epochs came last)."""
+    values = ([None, 2.0, float("nan"), -1.0, None, 2.0] if kind == "double"
+              else [None, "b", "a", None, "b"])
+    data = spark.createDataFrame([(i, v) for i, v in enumerate(values)],
+                                 f"i long, v {kind}").repartition(2)
+
+    def epochs(comp, rows):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        rows.feed(inp)
+        comp.join()
+        return [(e, r[0]) for e, recs in got.results.items() for r in recs]
+    out = naiad.spark.execute(data, epochs, epoch_column="v", schema="epoch long, i long")
+    got: dict = {}
+    for r in out.collect():
+        got.setdefault(r.epoch, set()).add(r.i)
+    order = [r.v for r in data.select("v").distinct().orderBy("v").collect()]
+    same = (lambda a, b: (a is None and b is None)
+            or (a is not None and b is not None and (a == b or (a != a and b != b))))
+    expected = [{i for i, v in enumerate(values) if same(v, o)} for o in order]
+    assert [got[e] for e in sorted(got)] == expected, (order, got)
+
+
 def test_an_epoch_column_of_arrays_maps_or_structs_is_refused_by_name(spark):
     """Before any job: a struct column was taken (an epoch per struct) and a map one failed
     in Spark's own words."""

@@ -74,8 +74,14 @@ def check_columns(data: Any, names: Sequence[str], what: str) -> List[int]:
 
 
 def _value_order(v: Any):
-    nan = v != v                      # NaN last, as Spark orders it
-    return (v is None, nan, None if v is None or nan else v)
+    """The sort key of an epoch column's value, in Spark's ascending order: null first, NaN
+    after every number.
+
+    >>> sorted([2.0, float("nan"), None, -1.0], key=_value_order)
+    [None, -1.0, 2.0, nan]
+    """
+    nan = v != v
+    return (v is not None, nan, None if v is None or nan else v)
 
 
 class _NaN:
