@@ -8,8 +8,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from naiad import partition
 from naiad.config import OPTIONS, check_layout, check_options, parse_args
-from naiad.console import FrontierProgress
+from naiad.console import FrontierProgress, frontier_view
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
+from naiad.recovery.agreement import agree_on_resume
 from naiad.recovery.coordinator import Coordinator
 from naiad.stall import StallWatch
 from naiad.recovery.store import CheckpointStore
@@ -154,6 +155,8 @@ class Computation:
         if self._state != "building":
             msg = f"activate() was already called (computation is {self._state})"
             raise NaiadError(msg)
+        if self.processes > 1 and self.options["checkpoint_dir"]:
+            self.connect()   # so that a directory it cannot resume from fails the others at once
         if self._announce is not None:
             self._announce()
         if self._early is not None:
@@ -165,12 +168,13 @@ class Computation:
         self.graph.frozen = True
         try:
             self._prepare_recovery()
-        except BaseException:
+        except BaseException as exc:
             # A checkpoint directory that cannot be resumed (another dataflow, another layout,
             # damage): release its lock, or a retry in this process would find it held.
             self._state = "stopped"
             if self.store is not None:
                 self.store.close()
+            self._abandon_connection(exc)
             raise
         bound = self.options["max_epochs_in_flight"]
         if bound is not None:
@@ -194,14 +198,15 @@ class Computation:
         if debug and self.processes == 1:
             self.global_view = GlobalView(reach, self.initial_pointstamps)
         try:
+            if self.processes > 1:      # the same checkpoint, or none, in every process
+                agree_on_resume(self)
             self._workers = [
                 Worker(self, first + i, i, self.graph, reach, self.fabric,
                        accumulate=bool(self.options["accumulate"]), debug=debug)
                 for i in range(self.workers_per_process)
             ]
         except BaseException as exc:
-            # A vertex factory (or a restore) failed here after the other processes connected:
-            # tell them the real error at once, and release the fabric.
+            # A vertex factory, a restore or the resume point failed: tell the others, now.
             self.fail(exc)
             self._state = "stopped"
             self._close()
@@ -218,21 +223,14 @@ class Computation:
         self._stall = StallWatch(self._workers, self.process_index)
         if self.options["progress"] is None and self.process_index == 0:
             if self.progress_emit is not None:        # to the launcher, which logs it
-                self._progress = FrontierProgress(self._frontier_view, emit=self.progress_emit)
+                self._progress = FrontierProgress(lambda: frontier_view(self), emit=self.progress_emit)
             elif FrontierProgress.wanted():
-                self._progress = FrontierProgress(self._frontier_view)
+                self._progress = FrontierProgress(lambda: frontier_view(self))
 
     def _peer_arrived(self, name: str, process: int) -> None:
         """Another process reached barrier ``name`` (on the transport's thread)."""
         if self.coordinator is not None:
             self.coordinator.peer_arrived(name, process)
-
-    def _frontier_view(self) -> Dict[str, Any]:
-        """What the default progress line shows: this process's view of the frontier."""
-        live = [w for w in self._workers if not w.finished]
-        return {"times": live[0].tracker.active_times() if live else [],
-                "epochs_fed": self.epochs_fed, "done": not live,
-                "failed": self.failure is not None, "now": _time.monotonic()}
 
     def _prepare_recovery(self) -> None:
         """Find the checkpoint to resume from (if any) and Naiad's initial pointstamps."""
@@ -449,16 +447,18 @@ class Computation:
         if self._failure is not None:
             raise self._failure
 
-    def _abandon_connection(self) -> None:
-        """The computation ends without having been activated: release its early connection."""
+    def _abandon_connection(self, failure: Optional[BaseException] = None) -> None:
+        """The computation ends without having been activated: release its early connection
+        (telling the others ``failure``, the error that ends it here)."""
         if self._early is not None:
-            self._early.abandon(linger=float(self.options["connect_timeout"]))
+            self._early.abandon(float(self.options["connect_timeout"]),
+                                failure if self._failure is None else None)  # not relayed back
             self._early = None
 
     def shutdown(self, exc: Optional[BaseException] = None) -> None:
         """Stop the workers without waiting for completion (after the program itself failed
         with ``exc``: that is the computation's failure, and the other processes get it)."""
-        self._abandon_connection()
+        self._abandon_connection(exc)
         if self._state == "active":
             if self.coordinator is not None and self._failure is None:
                 self.coordinator.settle()   # a checkpoint being written is finished first

@@ -32,7 +32,7 @@ from typing import Any, Callable, Deque, Dict, Optional
 from naiad.ticker import Ticker
 
 __all__ = ["summary", "describe", "ConsoleProgress", "LONG_RUN", "frontier_summary",
-           "describe_frontier", "FrontierProgress"]
+           "describe_frontier", "FrontierProgress", "frontier_view"]
 
 
 def summary(view: Dict[str, Any], previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -212,6 +212,15 @@ def describe_frontier(s: Dict[str, Any]) -> str:
             it += f" ({s['iteration_rate']:,.1f} iterations/s)"
         parts.append(it)
     return ", ".join(parts) + _ending(s)
+
+
+def frontier_view(comp: Any) -> Dict[str, Any]:
+    """What the default progress line shows: the view of the frontier of ``comp`` (a
+    :class:`~naiad.Computation`) in its process."""
+    live = [w for w in comp.local_workers if not w.finished]
+    return {"times": live[0].tracker.active_times() if live else [],
+            "epochs_fed": comp.epochs_fed, "done": not live,
+            "failed": comp.failure is not None, "now": time.monotonic()}
 
 
 class FrontierProgress(ConsoleProgress):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional
 
+from naiad.errors import ComputationFailed
+
 __all__ = ["EarlyFabric"]
 
 
@@ -28,6 +30,7 @@ class EarlyFabric:
         self._error: Optional[BaseException] = None
         self._lock = threading.Lock()
         self._abandoned = False
+        self._failure: Optional[BaseException] = None   # told to the peers when abandoned
         self._thread = threading.Thread(target=self._run, name="naiad-connect", daemon=True)
         self._thread.start()
 
@@ -41,7 +44,16 @@ class EarlyFabric:
             self._fabric = fabric
             abandoned = self._abandoned
         if abandoned:
-            fabric.close(wait=0.0)
+            self._goodbye(fabric)
+
+    def _goodbye(self, fabric: Any) -> None:
+        """Tell the peers this process's failure (if any), say goodbye, release the sockets."""
+        failure = self._failure
+        if failure is not None:
+            said = f"{type(failure).__name__}: {failure}"
+            fabric.stop(said, ComputationFailed(f"process {fabric.process_index} failed before "
+                                                f"it activated: {said}"))
+        fabric.close(wait=0.0)
 
     def take(self) -> Any:
         """The connected fabric (waiting for the thread), or the error connecting raised."""
@@ -55,17 +67,19 @@ class EarlyFabric:
         so that they check it while this process compiles its graph."""
         self.take().offer(fingerprint)
 
-    def abandon(self, linger: float = 0.0) -> None:
-        """The computation ends without activating: say goodbye to the peers and release the
-        sockets, now or (if still connecting) when the thread has connected.  With ``linger``,
-        a thread that is not a daemon waits (at most that long) for the connection, so that the
-        goodbye leaves even if the program ends at once: the others then fail at once, not
-        after their own connect timeout."""
+    def abandon(self, linger: float = 0.0, failure: Optional[BaseException] = None) -> None:
+        """The computation ends without activating: say goodbye to the peers (with ``failure``,
+        the error that ends it, which they then raise as this process's) and release the sockets, now or (if
+        still connecting) when the thread has connected.  With ``linger``, a thread that is not
+        a daemon waits (at most that long) for the connection, so that the goodbye leaves even
+        if the program ends at once: the others then fail at once, not after their own connect
+        timeout."""
         with self._lock:
             self._abandoned = True
+            self._failure = failure
             fabric = self._fabric
         if fabric is not None:
-            fabric.close(wait=0.0)
+            self._goodbye(fabric)
         elif linger > 0 and self._thread.is_alive():
             threading.Thread(target=self._thread.join, args=(linger,), name="naiad-goodbye",
                              daemon=False).start()

@@ -211,6 +211,13 @@ class ZmqFabric:
             if fp != fingerprint:
                 raise ComputationFailed(self._differs(p, fp))
 
+    def exchange(self, name: str, value: Any, timeout: float) -> Dict[int, Any]:
+        """Send ``value`` for ``name`` to every peer and return theirs, by process (waiting at
+        most ``timeout`` s; a peer that says goodbye first fails it at once)."""
+        assert self.control is not None
+        self.control.post_arrival(name, value)
+        return self.control.arrivals(name, timeout)
+
     def _differs(self, p: int, fp: str) -> str:
         return (f"process {p} built a different dataflow graph (fingerprint {fp}) than "
                 f"process {self.process_index} ({self.fingerprint}); every process must "
