@@ -4,7 +4,8 @@ The cluster (tests/spark_cluster.py) is started once for the module from the ins
 bound to 127.0.0.1; each worker starts its own executor JVM, and each executor its own Python
 workers.  The drivers run as separate processes (the samples' own command lines), so no
 SparkSession of this test process is involved.  The cluster and everything it started are
-killed in the fixture's ``finally``.
+killed in the fixture's ``finally``.  A task that dies or hangs before the rendezvous is
+diagnosed, not waited for: the driver raises ``StageFailed`` naming the cause, within a bound.
 """
 
 from __future__ import annotations
@@ -75,6 +76,70 @@ def _executor_dirs(cluster: StandaloneCluster, app: str) -> List[Path]:
 def _last_app(cluster: StandaloneCluster) -> str:
     apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
     return max(apps, key=lambda a: a["starttime"])["id"]
+
+
+# A driver whose program, as it is unpickled in the task of partition 1 (before the task's
+# Computation and its rendezvous), ends that task's Python process or hangs it.  Spark ends the
+# executor of a task it kills in allGather, so after an "exit" the stage's later attempts fail
+# for want of that executor's shuffle output, and Spark's final error names only that.
+EARLY_DRIVER = """\
+import os, sys, time
+import naiad.spark
+
+class Early:
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __setstate__(self, state):
+        from pyspark import TaskContext
+        if TaskContext.get().partitionId() == 1:
+            if state["mode"] == "exit":
+                time.sleep(2)      # partition 0 waits at the rendezvous when Spark kills it
+                os._exit(3)
+            time.sleep(3600)
+        self.__dict__.update(state)
+
+    def __call__(self, comp, rows):
+        inp = comp.new_input()
+        got = inp.stream.collect()
+        comp.activate()
+        rows.feed(inp)
+        comp.join()
+        return got.records()
+
+spark = naiad.spark.local_session(sys.argv[1], processes=2,
+                                  **{"spark.ui.showConsoleProgress": "false"})
+frame = spark.createDataFrame([(i,) for i in range(100)], "x long").repartition(2)
+try:
+    naiad.spark.execute(frame, Early(sys.argv[2]), processes=2, schema="x long",
+                        connect_timeout=5)
+    print("NO ERROR", flush=True)
+except naiad.spark.StageFailed as err:
+    print("STAGEFAILED", err, flush=True)
+except Exception as err:
+    print("OTHER", type(err).__name__, str(err)[:2000], flush=True)
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("mode, cause", [
+    ("exit", "a task's Python process ended without an error"),
+    ("hang", "waited 5 s at the rendezvous (BarrierTaskContext.allGather)"),
+])
+def test_a_task_lost_before_the_rendezvous_fails_the_driver_with_its_cause(
+        cluster, tmp_path, mode, cause):
+    script = tmp_path / "early_driver.py"
+    script.write_text(EARLY_DRIVER)
+    start = time.monotonic()
+    proc = _start_driver(cluster, [str(script), cluster.url, mode])
+    try:
+        out, err = proc.communicate(timeout=200)
+    except subprocess.TimeoutExpired:
+        _kill_session(proc)
+        pytest.fail(f"the driver still waited after {time.monotonic() - start:.0f} s "
+                    f"(a task {mode} before the rendezvous)")
+    assert "STAGEFAILED" in out, out[-3000:] + err[-5000:]
+    assert cause in out, out[-3000:]
 
 
 def test_the_pagerank_main_sample_runs_on_two_executors_of_the_cluster(cluster):

@@ -17,37 +17,34 @@ The stage's output passes one shuffle, which ends the barrier stage (Spark refus
 and ``show()`` on barrier RDDs) and keeps the results on the executors: later actions on the
 returned DataFrame read that shuffle output instead of running the computation again.  A task
 that fails raises a ``RuntimeError`` whose message is the computation's error, so the Spark job
-fails with it; the driver turns it back into :class:`StageFailed`.
+fails with it; the driver turns it back into :class:`StageFailed`.  When Spark gives up on the
+stage for a later reason (a task killed in ``allGather`` ends its executor, and the next attempts
+miss its shuffle output), the driver finds the first failure in Spark's status store instead
+(:mod:`naiad.spark.failures`).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 import time
-import traceback
 from typing import Any, Callable, List, Optional, Union
 
 from naiad.observe import watch
 from naiad.computation import Computation
 from naiad.config import check_layout, check_options, positive_int
-from naiad.errors import ComputationFailed, VertexError
 from naiad.execute import run_program
 from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd,
                             pack_results, readable_columns, unpack_results)
 from naiad.spark.dataframes import as_struct, struct_of
+from naiad.spark.failures import StageFailed, diagnosed, stage_failed, task_error
 from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, inferred_schema,
                                  payload_batches, result_batches)
-from naiad.spark.rendezvous import DriverGather, DriverRendezvous
+from naiad.spark.rendezvous import BarrierGather, DriverGather, DriverRendezvous
 from naiad.spark.session import quiet_warnings, task_slots
 
 __all__ = ["execute", "StageFailed", "BarrierTask", "listen_host", "stage_failed"]
-
-# The task's error travels inside Spark's exception text between these marks.
-_BEGIN, _END = "<<naiad>>", "<</naiad>>"
-_FOUND = re.compile(re.escape(_BEGIN) + r"(.*?)" + re.escape(_END), re.S)
 
 # Options that do not apply inside a barrier stage.
 _NOT_HERE = {
@@ -63,39 +60,6 @@ _NOT_HERE = {
 
 # Arrow batches of the partition read ahead while the computation starts (frames=True).
 _AHEAD = 32
-
-
-class StageFailed(ComputationFailed):
-    """The barrier stage failed; the message is the computation's error (stage, vertex, time).
-
-    ``__cause__`` is Spark's own exception, with the task's traceback.
-    """
-
-
-_CRASHED = "Python worker exited unexpectedly"
-
-
-def stage_failed(exc: Exception) -> Optional[StageFailed]:
-    """The :class:`StageFailed` that Spark's ``exc`` stands for: the computation's own error,
-    or a task whose Python process ended without one; else ``None``.
-
-    >>> stage_failed(RuntimeError("... <<naiad>>stage 'count' failed<</naiad>> ..."))
-    StageFailed("naiad.spark.execute: stage 'count' failed")
-    >>> stage_failed(RuntimeError("Python worker exited unexpectedly (crashed). ..."))
-    StageFailed("naiad.spark.execute: a task's Python process ended without an error ...")
-    >>> stage_failed(ValueError("bad plan")) is None
-    True
-    """
-    text = str(exc)
-    found = _FOUND.search(text)
-    if found is not None:
-        return StageFailed(f"naiad.spark.execute: {found.group(1)}")
-    if _CRASHED in text:
-        return StageFailed("naiad.spark.execute: a task's Python process ended without an error "
-                           "(the program called os._exit, or the process was killed, by a "
-                           "signal or for want of memory); its executor's log may say which. "
-                           f"Spark: {_CRASHED}")
-    return None
 
 
 def listen_host(address: str) -> str:
@@ -119,26 +83,6 @@ def listen_host(address: str) -> str:
         return socket.gethostbyname(host)
     except OSError:
         return host
-
-
-class _AllGather:
-    """The rendezvous of a barrier task: every task's endpoint, in partition order."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def __call__(self, endpoint: str) -> List[str]:
-        return list(self.ctx.allGather(endpoint))
-
-
-def _describe(exc: BaseException, process: int) -> str:
-    if isinstance(exc, VertexError):
-        summary = str(exc)
-        tb = exc.traceback or ""
-    else:
-        summary = f"process {process}: {type(exc).__name__}: {exc}"
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return f"{_BEGIN}{summary}{_END}\n{tb}"
 
 
 class BarrierTask:
@@ -214,12 +158,10 @@ class BarrierTask:
         options["secret"] = self.secret
         if not options.get("listen"):
             options["listen"] = listen_host(infos[pid].address)
-        if self.gather is not None:
-            options["rendezvous"] = DriverGather(self.gather, self.secret, ctx.stageId(),
-                                                 ctx.taskAttemptId(), pid,
-                                                 float(options.get("connect_timeout", 30.0)))
-        else:
-            options["rendezvous"] = _AllGather(ctx)
+        wait, ids = float(options.get("connect_timeout", 30.0)), \
+            (ctx.stageId(), ctx.taskAttemptId(), pid)
+        options["rendezvous"] = BarrierGather(ctx, *ids, len(infos), wait) \
+            if self.gather is None else DriverGather(self.gather, self.secret, *ids, wait)
         comp: Optional[Computation] = None
         try:
             comp = Computation(process_index=pid, processes=len(infos), workers=self.workers,
@@ -231,7 +173,7 @@ class BarrierTask:
         except BaseException as exc:  # noqa: BLE001 - becomes the Spark task's error
             if comp is not None and comp.failure_origin is not None:
                 time.sleep(1.0)   # let the process where it started fail the stage first
-            raise RuntimeError(_describe(exc, pid)) from None
+            raise RuntimeError(task_error(exc, pid)) from None
 
 
 def _import_linq() -> None:
@@ -290,14 +232,8 @@ def _run_frames(spark, data, task: BarrierTask, schema: Any, processes: int):
 
 def _checkpointed(spark, out):
     """``out`` computed now, once, and kept on the executors."""
-    try:
-        _plan_without_adaptive(spark, out)
-        return out.localCheckpoint(eager=True)
-    except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
-        failed = stage_failed(exc)
-        if failed is None:
-            raise
-        raise failed from exc
+    _plan_without_adaptive(spark, out)
+    return out.localCheckpoint(eager=True)
 
 
 _ADAPTIVE = "spark.sql.adaptive.enabled"
@@ -414,17 +350,18 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
     if spark.sparkContext.master.startswith("local"):
         served = DriverRendezvous(secret, processes)
         task.gather = served.endpoint
+    since = int(spark.sparkContext._jvm.System.currentTimeMillis())
     try:
         try:
-            return _run_stage(spark, data, task, schema, processes, frame, frames)
+            return _run_stage(spark, since, data, task, schema, processes, frame, frames)
         except Exception as exc:  # noqa: BLE001 - one refusal is retried, the rest re-raised
             if isinstance(exc, StageFailed) or \
                     "BarrierJobUnsupportedRDDChainException" not in str(exc):
                 raise               # (a task ran: the program's own error, whatever it says)
             # The data ends in a narrowing step (coalesce, union, ...), which a barrier stage
             # cannot read: a shuffle in front gives it partitions of its own.  No task ran.
-            return _run_stage(spark, data.repartition(processes), task, schema, processes,
-                              frame, frames)
+            return _run_stage(spark, since, data.repartition(processes), task, schema,
+                              processes, frame, frames)
     except BaseException as exc:
         if watching is not None:
             watching.ended(exc)
@@ -436,8 +373,20 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
             watching.stop()
 
 
-def _run_stage(spark, data, task: BarrierTask, schema: Any, processes: int, frame: bool,
-               frames: bool):
+def _run_stage(spark, since: int, data, task: BarrierTask, schema: Any, processes: int,
+               frame: bool, frames: bool):
+    """The stage run now; a failure of its tasks raised as :class:`StageFailed`."""
+    try:
+        return _run_barrier(spark, data, task, schema, processes, frame, frames)
+    except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
+        failed = stage_failed(exc) or diagnosed(spark, exc, since)
+        if failed is None:
+            raise
+        raise failed from exc
+
+
+def _run_barrier(spark, data, task: BarrierTask, schema: Any, processes: int, frame: bool,
+                 frames: bool):
     if frames:
         return _run_frames(spark, data, task, schema, processes)
     if frame:
@@ -445,13 +394,7 @@ def _run_stage(spark, data, task: BarrierTask, schema: Any, processes: int, fram
     else:
         payloads = data.barrier().mapPartitions(task.from_records)
     shuffled = payloads.repartition(processes)
-    try:
-        shuffled.count()          # runs the stage now, once; its output stays in the shuffle
-    except Exception as exc:  # noqa: BLE001 - the computation's own error, if it is there
-        failed = stage_failed(exc)
-        if failed is None:
-            raise
-        raise failed from exc
+    shuffled.count()          # runs the stage now, once; its output stays in the shuffle
     rows = shuffled.flatMap(unpack_results)
     try:
         # Rows checked in the tasks against this schema need no second check here.

@@ -1,4 +1,5 @@
-"""The tasks of a barrier stage find each other through the driver, under a local master.
+"""How the tasks of a barrier stage find each other: through the driver under a local master,
+through ``BarrierTaskContext.allGather`` (bounded) under the others.
 
 Each task of ``naiad.spark.execute`` binds its endpoint and must learn every other task's
 before it connects.  ``BarrierTaskContext.allGather`` does that, but its task side waits for
@@ -21,7 +22,13 @@ asks again replaces its earlier request.  :class:`DriverGather` is the picklable
 ``execute`` runs the stage; :meth:`DriverRendezvous.stop` wakes its thread through a pipe, so
 it returns at once.
 Other masters keep ``allGather``: the executors may not reach the driver's host on a port of
-ours.
+ours.  :class:`BarrierGather` is that task side.  ``allGather`` has no timeout: a task whose
+process ends or hangs before it asks (its program fails to unpickle, an import calls
+``os._exit``, it is killed) would keep the others waiting for ever, so the call runs in a daemon
+thread and the task waits for it at most ``connect_timeout``, then fails with an error that says
+so.  (Spark ends an executor whose task it kills while the task waits in ``allGather``: its
+shuffle output is lost, and the stage's next attempts fail to fetch it; the driver names the
+first failure from Spark's status store, :mod:`naiad.spark.failures`.)
 
 >>> from naiad.transport.security import random_secret
 >>> secret = random_secret()
@@ -29,6 +36,11 @@ ours.
 >>> DriverGather(served.endpoint, secret, stage=0, task=7, index=0, timeout=10)("tcp://127.0.0.1:5")
 ['tcp://127.0.0.1:5']
 >>> served.stop()
+>>> class Alone:                      # a BarrierTaskContext whose other tasks never arrive
+...     def allGather(self, me): threading.Event().wait(5)
+>>> BarrierGather(Alone(), 3, 9, 0, 2, timeout=0.1)("tcp://h:1")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+naiad.errors.ComputationFailed: task 0 of 2 (stage 3, task id 9) waited 0.1 s at the rendezvous ...
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import zmq
 
@@ -44,7 +56,8 @@ from naiad.errors import ComputationFailed
 from naiad.transport.security import CurveKeys
 from naiad.transport.zap import ZapHandler
 
-__all__ = ["DriverRendezvous", "DriverGather"]
+__all__ = ["DriverRendezvous", "DriverGather", "BarrierGather"]
+
 
 class DriverRendezvous:
     """The driver's side: serves the endpoints of ``processes`` tasks per stage on ``host``
@@ -129,3 +142,37 @@ class DriverGather:
         finally:
             sock.close(linger=0)
             ctx.term()
+
+
+class BarrierGather:
+    """The task's side under other masters: ``ctx.allGather`` (``ctx`` the task's
+    ``BarrierTaskContext``), waited for at most ``timeout`` seconds."""
+
+    def __init__(self, ctx: Any, stage: int, task: int, index: int, processes: int,
+                 timeout: float):
+        self.ctx, self.stage, self.task, self.index = ctx, stage, task, index
+        self.processes, self.timeout = processes, timeout
+
+    def __call__(self, me: str) -> List[str]:
+        got: List[Any] = []
+
+        def gather() -> None:
+            try:
+                got.append(list(self.ctx.allGather(me)))
+            except BaseException as exc:  # noqa: BLE001 - raised in the task's thread
+                got.append(exc)
+        waiter = threading.Thread(target=gather, name="naiad-allgather", daemon=True)
+        waiter.start()
+        waiter.join(self.timeout)
+        if not got:
+            msg = (f"task {self.index} of {self.processes} (stage {self.stage}, task id "
+                   f"{self.task}) waited {self.timeout:g} s at the rendezvous "
+                   "(BarrierTaskContext.allGather) for the other tasks of the barrier stage: "
+                   "another task probably failed or hung before it reached the rendezvous (its "
+                   "Python process ended, or it is stuck unpickling the program or importing "
+                   "its modules); look at the executors' logs (stderr) for that task, or raise "
+                   "connect_timeout if the tasks start slowly")
+            raise ComputationFailed(msg)
+        if isinstance(got[0], BaseException):
+            raise got[0]
+        return list(got[0])
