@@ -16,8 +16,8 @@ Compaction visits only those keys, so its cost follows the changes, not the stat
 >>> for epoch in range(1000):                 # insert and remove the same record, again and again
 ...     tr.add("k", "v", Timestamp(epoch), 1 if epoch % 2 == 0 else -1)
 ...     tr.compact([Timestamp(epoch + 1)])
->>> tr.updates(), len(tr)
-(0, 0)
+>>> tr.updates(), len(tr), len(tr.times) <= 64      # the times seen are not all kept either
+(0, 0, True)
 >>> tr.add("k", "v", Timestamp(5000), 1); tr.compact([Timestamp(6000)]); tr.get("k")
 [('v', Timestamp(5000), 1)]
 >>> tr.add("k", "v", Timestamp(5001), 1); tr.compact([Timestamp(6000)]); tr.get("k")
@@ -35,12 +35,13 @@ __all__ = ["Trace", "Update", "accumulate", "consolidate"]
 
 Update = Tuple[Any, Timestamp, int]          # (value, time, diff)
 _NONE: List[Update] = []                      # no update left out (shared: never written)
+_RECOUNT = 64          # times a trace may hold, beyond those of its updates, before a recount
 
 
 class Trace:
     """Updates by key: ``index[key] -> [(value, time, diff), ...]``, compacted by frontier."""
 
-    __slots__ = ("index", "dirty", "since", "cache", "times", "tops", "epochs")
+    __slots__ = ("index", "dirty", "since", "cache", "times", "tops", "epochs", "limit")
 
     def __init__(self) -> None:
         self.index: Dict[Hashable, List[Update]] = {}
@@ -50,14 +51,16 @@ class Trace:
         self.cache: Dict[Hashable, Tuple[Timestamp, Dict[Any, int], int, List[Update]]] = {}
         # Every time an update may carry (a superset: compaction adds the advanced times and
         # keeps the old ones), so that "all updates are at or before t" is cheap to rule on.
+        # Recounted from the updates held once it grows past ``limit``: a trace whose live
+        # updates stay few, over ever new epochs, keeps few times too.
         self.times: Set[Timestamp] = set()
         # The maximal elements of ``times`` in the product order: "every update is at or before
-        # t" asks only them, and they stay few (one per incomparable iteration depth) while
-        # ``times`` grows with the epochs.
+        # t" asks only them, and they stay few (one per incomparable iteration depth).
         self.tops: List[Timestamp] = []
         # The least and greatest epoch of those times: while both equal the epoch of a batch,
         # no key can hold updates of two epochs, so adding it marks nothing for compaction.
         self.epochs: Optional[Tuple[int, int]] = None
+        self.limit = _RECOUNT
 
     def __getstate__(self) -> dict:
         return {"index": self.index, "dirty": self.dirty, "since": self.since}
@@ -67,12 +70,23 @@ class Trace:
         self.dirty = state["dirty"]
         self.since = state["since"]
         self.cache = {}
-        self.times = {t for lst in self.index.values() for _, t, _ in lst}
+        self._recount()
+
+    def _recount(self) -> None:
+        """``times``, ``tops`` and ``epochs`` of the updates held, and the size ``times`` may
+        reach before the next recount: twice this, and at least an eighth of the updates held,
+        so that a recount, which reads every update, is paid for by as many new times."""
+        times: Set[Timestamp] = set()
+        held = 0
+        for lst in self.index.values():
+            held += len(lst)
+            times.update(t for _, t, _ in lst)
+        self.times = times
         self.tops = []
-        for t in self.times:
+        for t in times:
             self._top(t)
-        self.epochs = (min(t[0] for t in self.times), max(t[0] for t in self.times)) \
-            if self.times else None
+        self.epochs = (min(t[0] for t in times), max(t[0] for t in times)) if times else None
+        self.limit = 2 * len(times) + max(_RECOUNT, held // 8)
 
     def __len__(self) -> int:
         """The number of keys with updates."""
@@ -250,8 +264,13 @@ class Trace:
         trace will still be read or written.
         """
         self.since = frontier
-        if not frontier or not self.dirty:
-            return
+        if frontier and self.dirty:
+            self._merge(frontier)
+        if len(self.times) > self.limit:
+            self._recount()
+
+    def _merge(self, frontier: List[Timestamp]) -> None:
+        """Advance the dirty keys' times to ``frontier`` and merge their updates."""
         index = self.index
         single = frontier[0] if len(frontier) == 1 and not frontier[0][1] else None
         moved: Dict[Timestamp, Timestamp] = {}      # each distinct time advanced once
