@@ -37,7 +37,13 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from naiad.ticker import Ticker
 
-__all__ = ["MonitorState", "MonitorServer", "serve", "Reporter", "report_token", "post_report"]
+__all__ = ["MonitorState", "MonitorServer", "serve", "Reporter", "report_token", "post_report",
+           "SHOWN_CHECKPOINTS"]
+
+SHOWN_CHECKPOINTS = 50
+"""The page shows the figures of this many checkpoints, the latest, with how many the run took
+in all; a process's report carries only those (a long run takes checkpoints without end, and
+every report would carry them all)."""
 
 _HISTORY = 600                 # throughput samples kept (5 minutes at 2 per second)
 _MAX_REPORT = 8 << 20          # bytes accepted in one report
@@ -75,6 +81,7 @@ class MonitorState:
             self.history: List[List[float]] = []      # [seconds into the run, records processed]
             self.restarts: List[str] = []             # the failures of earlier attempts
             self.earlier: List[Dict[str, Any]] = []   # the checkpoints of earlier attempts
+            self.taken_before = 0                     # how many those attempts took
             self.failure: Optional[str] = None        # the run's failure, as its launcher saw it
 
     def restarted(self, failure: str) -> None:
@@ -82,8 +89,10 @@ class MonitorState:
         the page, its processes' reports go (the new attempt's replace them)."""
         with self.lock:
             done = {c["epoch"] for c in self.earlier}
-            self.earlier += [c for c in _checkpoints(list(self.processes.values()))
-                             if c["epoch"] not in done]
+            procs = list(self.processes.values())
+            self.earlier = (self.earlier + [c for c in _checkpoints(procs)
+                                            if c["epoch"] not in done])[-SHOWN_CHECKPOINTS:]
+            self.taken_before = self._taken(procs)
             self.restarts.append(failure)
             self.processes = {}
 
@@ -114,7 +123,8 @@ class MonitorState:
                 "processes": first.get("processes", 0),
                 "reported": len(procs),
                 "workers": [w for p in procs for w in p.get("workers", [])],
-                "checkpoints": self._all_checkpoints(procs),
+                "checkpoints": self._all_checkpoints(procs)[-SHOWN_CHECKPOINTS:],
+                "checkpoints_taken": self._taken(procs),
                 "failure": next((p["failure"] for p in procs if p.get("failure")),
                                 self.failure),
                 "restarts": list(self.restarts),
@@ -132,6 +142,12 @@ class MonitorState:
         epochs = {c["epoch"] for c in now}
         return sorted([c for c in self.earlier if c["epoch"] not in epochs] + now,
                       key=lambda c: c["epoch"])
+
+    def _taken(self, procs: List[Dict[str, Any]]) -> int:
+        """How many checkpoints the run took, over every attempt."""
+        now = max((p.get("checkpoints_taken", len(p.get("checkpoints", []))) for p in procs),
+                  default=0)
+        return self.taken_before + now
 
     def _elapsed(self) -> float:
         """How long the run has been going (or went): its longest-running worker's time since

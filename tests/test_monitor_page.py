@@ -162,3 +162,35 @@ def test_a_failure_is_shown_with_its_message():
     assert "failed" in page.status
     state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=5))
     assert "ZeroDivisionError" in state["failure"]
+
+
+def test_a_long_run_shows_its_latest_checkpoints_and_how_many_it_took(tmp_path):
+    """60 checkpoints (one per epoch boundary): the table shows the last SHOWN_CHECKPOINTS
+    and says how many were taken, as a person reads it in the browser."""
+    from naiad.monitor import SHOWN_CHECKPOINTS
+    port = free_ports(1)[0]
+
+    def program(comp):
+        inp = comp.new_input(name="numbers")
+        inp.stream.subscribe(lambda epoch, records: None)
+        comp.activate()
+        for e in range(61):
+            inp.on_next([e])
+        inp.on_completed()
+        comp.join(timeout=60)
+
+    naiad.execute(program, processes=2, monitor=port, checkpoint_every=1,
+                  checkpoint_dir=str(tmp_path / "ck"))
+    time.sleep(0.3)
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=1500", "--dump-dom",
+             f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=60,
+            check=True).stdout
+    table = dom.split('id="checkpoints"')[1].split("</table>")[0]
+    epochs = [int(cell.split("<td>")[1].split("</td>")[0])
+              for cell in table.split("<tr>")[1:] if cell.startswith("<td>")]
+    assert epochs == list(range(61 - SHOWN_CHECKPOINTS, 61)), epochs
+    assert f"the last {SHOWN_CHECKPOINTS} of 60 taken" in table, table[-400:]

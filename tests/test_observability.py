@@ -374,6 +374,36 @@ def test_the_page_sums_each_checkpoint_over_the_processes_and_says_where_it_is(t
     assert parts[1][2] > 10 * parts[0][2]        # process 1's part is the large one
 
 
+def _many_checkpoints(comp):
+    inp = comp.new_input(name="numbers")
+    inp.stream.subscribe(lambda epoch, records: None)
+    comp.activate()
+    for e in range(30):
+        inp.on_next([e])
+    inp.on_completed()
+    comp.join(timeout=30)
+    return list(comp.checkpoint_stats), comp.observer.snapshot()
+
+
+def test_a_long_run_keeps_and_reports_only_its_latest_checkpoints(tmp_path, capfd, monkeypatch):
+    """checkpoint_stats kept every checkpoint and every report to the page carried them all:
+    a long run's memory grew with its checkpoints, and its reports until the page refused them
+    (8 MB) and froze.  Now the latest STATS_KEPT are kept, SHOWN_CHECKPOINTS reported, and the
+    page says how many were taken (14 here: boundaries 2, 4, ..., 28)."""
+    from naiad.recovery import coordinator
+    monkeypatch.setattr(coordinator, "STATS_KEPT", 5)
+    monkeypatch.setattr(monitor, "SHOWN_CHECKPOINTS", 3)
+    (stats, report), = naiad.execute(_many_checkpoints, monitor=0, checkpoint_every=2,
+                                     checkpoint_dir=str(tmp_path / "ck"))
+    assert [c["epoch"] for c in stats] == [20, 22, 24, 26, 28]
+    assert [c["epoch"] for c in report["checkpoints"]] == [24, 26, 28]
+    assert report["checkpoints_taken"] == 14
+    port = int(capfd.readouterr().err.split("http://127.0.0.1:")[1].split("/")[0])
+    view = monitor.local_server(port).state.view()
+    assert [c["epoch"] for c in view["checkpoints"]] == [24, 26, 28]
+    assert view["checkpoints_taken"] == 14
+
+
 class _Hoard(naiad.Vertex):
     """Keeps what it is sent; process 1's vertex is sent far more."""
 

@@ -28,7 +28,7 @@ from naiad.messages import CHECKPOINT, INPUT_EPOCH
 if TYPE_CHECKING:  # pragma: no cover
     from naiad.computation import Computation
 
-__all__ = ["Coordinator", "CHECKPOINT_BOUND", "HOLD_PATIENCE", "ROTATE_LOGS"]
+__all__ = ["Coordinator", "CHECKPOINT_BOUND", "HOLD_PATIENCE", "ROTATE_LOGS", "STATS_KEPT"]
 
 CHECKPOINT_BOUND = 600.0
 """Seconds, beyond connect_timeout, that a process waits for the others at a checkpoint."""
@@ -42,6 +42,11 @@ ROTATE_LOGS = 8
 """The input logs start new segments every this many checkpoints (a segment is pruned whole
 once every kept checkpoint is after it): not at every one, since creating and deleting files
 costs more than appending to them."""
+
+
+STATS_KEPT = 1000
+"""``comp.checkpoint_stats`` keeps the figures of this many checkpoints, the latest: a long run
+takes checkpoints without end."""
 
 
 class Coordinator:
@@ -61,6 +66,7 @@ class Coordinator:
         self.committer = Committer(on_error=comp.fail)
         self.fingerprint = comp.graph.fingerprint()
         self.taken = 0               # checkpoints cut by this run
+        self.taken_in_all = 0        # and written (checkpoint_stats keeps the latest only)
         self.taking: Optional[int] = None    # the boundary being cut now
         self.peer_cuts: Dict[int, int] = {}  # boundary -> a process that arrived there
         self.skipped: set = set()            # boundaries let go (waiting_for, _patience)
@@ -424,6 +430,9 @@ class Coordinator:
                            "snapshot_s": max((s for _, _, s in snaps.values()), default=0.0),
                            "total_s": _time.monotonic() - t0,
                            "write_cpu_s": _time.thread_time() - cpu0})
+        if len(self.stats) > STATS_KEPT:
+            del self.stats[0]
+        self.taken_in_all += 1
         if comp.observer is not None:
             comp.observer.checkpoint(self.stats[-1])
 
