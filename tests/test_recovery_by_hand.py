@@ -38,8 +38,9 @@ def program(comp):
     comp.join()
     return got.results
 
-comp = naiad.Computation.from_args(sys.argv[3:], checkpoint_dir=sys.argv[1],
-                                   checkpoint_every=int(sys.argv[2]), connect_timeout=20)
+recovery = {} if sys.argv[1] == "-" else {"checkpoint_dir": sys.argv[1],
+                                           "checkpoint_every": int(sys.argv[2])}
+comp = naiad.Computation.from_args(sys.argv[3:], connect_timeout=20, **recovery)
 print(sorted(run_program(program, comp).items()), flush=True)
 """
 
@@ -98,6 +99,19 @@ def test_a_process_on_another_directory_fails_both_at_once(tmp_path, elsewhere):
         assert "uses another checkpoint directory than process" in err, errs
         assert "from epoch 9" in err and "from no checkpoint" in err, errs
         assert "every process must see the same checkpoint_dir" in err, errs
+    assert took < 15, took
+
+
+@pytest.mark.parametrize("without", [0, 1])
+def test_a_process_without_the_checkpoint_dir_fails_both_at_once(tmp_path, without):
+    """One process is given no checkpoint_dir: the one that has it connects early and waited
+    for the other's graph at activate while the other waited for its resume point (20 s)."""
+    dirs = [tmp_path / "ckpt", tmp_path / "ckpt"]
+    dirs[without] = Path("-")
+    codes, outs, errs, took = _run(tmp_path, dirs)
+    assert codes == [1, 1], (outs, errs)
+    assert all(f"process {1 - without} has a checkpoint_dir but process {without} has none"
+               in e for e in errs), errs
     assert took < 15, took
 
 

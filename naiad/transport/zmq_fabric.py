@@ -177,6 +177,8 @@ class ZmqFabric:
         self.control.wait_for_peers(float(opts["connect_timeout"]), self._check_peers)
         if self.fingerprint is None:
             self._connect_data()
+        else:   # for a peer that connected early, which compares it in agree()
+            self.control.post_arrival("activate", self.fingerprint)
 
     def _connect_data(self) -> None:
         """Connect every local worker's data socket to every remote worker now (when there are
