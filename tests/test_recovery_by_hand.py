@@ -117,8 +117,8 @@ def test_a_process_without_the_checkpoint_dir_fails_both_at_once(tmp_path, witho
 
 def test_a_process_that_cannot_resume_fails_the_other_at_once(tmp_path):
     """Process 1 is given 2 workers where the directory's run had 1; and then process 1's
-    delivery marks are gone: process 1 failed at once, process 0 only after connect_timeout
-    (20 s here) with a message about starting processes."""
+    delivery marks are gone: each time both processes fail at once naming it (process 0 used
+    to fail only after connect_timeout, 20 s here, with a message about starting processes)."""
     shared = _first_run(tmp_path)
     codes, _, errs, took = _run(tmp_path, [shared, shared], extra=([], ["-t", "2"]))
     assert codes == [1, 1], errs
@@ -129,3 +129,33 @@ def test_a_process_that_cannot_resume_fails_the_other_at_once(tmp_path):
     assert codes == [1, 1], errs
     assert all("OutputLost" in e for e in errs), errs
     assert took < 15, took
+
+
+def _slow_to_restore(comp):
+    """Process 1 takes 4 s to find and load its checkpoint (a large state, a slow disk)."""
+    if comp.process_index == 1:
+        import naiad.recovery.store as store
+        latest = store.CheckpointStore.latest
+
+        def slow(self, fingerprint):
+            time.sleep(4)
+            return latest(self, fingerprint)
+        store.CheckpointStore.latest = slow
+    inp = comp.new_input(name="nums")
+    got = inp.stream.collect()
+    comp.activate()
+    for e in range(10):
+        inp.on_next([e])
+    inp.on_completed()
+    comp.join(timeout=60)
+    return sorted(got.results)
+
+
+def test_a_process_slow_to_restore_is_waited_for_as_a_checkpoint_is(tmp_path):
+    """Under execute, the resume points are compared after each process opened its
+    checkpoint directory: a process 4 s slower than connect_timeout (2 s) failed every
+    attempt ("process 0 waited 2 s at resume")."""
+    import naiad
+    got = naiad.execute(_slow_to_restore, processes=2, checkpoint_dir=str(tmp_path / "ck"),
+                        checkpoint_every=5, connect_timeout=2, max_restarts=0)
+    assert got == [list(range(10))] * 2

@@ -41,9 +41,13 @@ class ResumeMismatch(NaiadError):
 
 def agree_on_resume(comp: Any) -> None:
     """Exchange resume points with the other processes of ``comp`` (connected, restored) and
-    check them; the wait is bounded by ``connect_timeout``."""
+    check them.  A peer restoring a large state arrives late: with a checkpoint directory the
+    wait is bounded as a checkpoint's is (``comp.coordinator.bound``), else by
+    ``connect_timeout``; a peer that dies meanwhile is found by the heartbeats at once."""
     point = resume_point(comp.store, comp.restored)
-    theirs = comp.fabric.exchange(RESUME, point, float(comp.options["connect_timeout"]))
+    bound = comp.coordinator.bound if comp.coordinator is not None else \
+        float(comp.options["connect_timeout"])
+    theirs = comp.fabric.exchange(RESUME, point, bound)
     check_resume_points(comp.process_index, point, theirs)
 
 
