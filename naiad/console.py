@@ -217,10 +217,14 @@ def describe_frontier(s: Dict[str, Any]) -> str:
 def frontier_view(comp: Any) -> Dict[str, Any]:
     """What the default progress line shows: the view of the frontier of ``comp`` (a
     :class:`~naiad.Computation`) in its process."""
-    live = [w for w in comp.local_workers if not w.finished]
-    return {"times": live[0].tracker.active_times() if live else [],
-            "epochs_fed": comp.epochs_fed, "done": not live,
-            "failed": comp.failure is not None, "now": time.monotonic()}
+    workers = comp.local_workers
+    live = [w for w in workers if not w.finished]
+    failed = comp.failure is not None
+    # A failed run's workers stopped where it failed: their frontier says what completed.
+    seen = live or (workers if failed else [])
+    return {"times": seen[0].tracker.active_times() if seen else [],
+            "epochs_fed": comp.epochs_fed, "done": not live, "failed": failed,
+            "now": time.monotonic()}
 
 
 class FrontierProgress(ConsoleProgress):

@@ -531,12 +531,38 @@ def test_the_last_progress_line_of_a_failed_run_says_failed(capfd, processes):
     assert lines[-1].endswith("(failed)"), lines
 
 
-def test_the_default_progress_line_of_a_failed_run_says_failed():
-    from naiad.console import describe_frontier, frontier_summary
-    from naiad.progress.timestamp import Timestamp
-    failed = frontier_summary({"times": [Timestamp(4)], "epochs_fed": 5, "done": True,
-                               "failed": True, "now": 4.0})
-    assert describe_frontier(failed) == "4 epochs complete (failed)"
+def _fails_at_four_after_a_while(comp):
+    import time
+    import linq  # noqa: F401 - Stream.select
+
+    def boom(x):
+        if x == 4:
+            time.sleep(0.5)          # a line is shown while epoch 4 runs
+            raise ValueError("four")
+        return x
+    inp = comp.new_input(name="numbers")
+    probe = inp.stream.select(boom).probe()
+    comp.activate()
+    for e in range(10):
+        inp.on_next([e])
+        if e < 4:
+            probe.wait(e, timeout=30)
+    inp.on_completed()
+    comp.join(timeout=30)
+
+
+def test_the_default_progress_line_of_a_failed_run_says_failed(caplog, monkeypatch):
+    """The run fails at epoch 4 with 10 epochs fed: the last line of the default progress
+    (process 0's own frontier) said "10 epochs complete ... (failed)", the epochs fed."""
+    import logging
+    from naiad.console import FrontierProgress
+    monkeypatch.setattr(FrontierProgress, "delay", 0.1)
+    with caplog.at_level(logging.INFO, logger="naiad.progress"):
+        with pytest.raises(naiad.VertexError, match="four"):
+            naiad.execute(_fails_at_four_after_a_while)
+    lines = [r.getMessage() for r in caplog.records if r.name == "naiad.progress"]
+    assert lines and lines[-1].startswith("naiad: 4 epochs complete"), lines
+    assert lines[-1].endswith("(failed)"), lines
 
 
 def test_progress_is_a_live_line_on_a_terminal():
