@@ -185,6 +185,28 @@ def test_to_dataframe_takes_a_single_type_as_execute_does(spark):
         naiad.spark.to_dataframe(spark, [1], "lon g")
     with pytest.raises(TypeError, match=r"schema must be a DDL string, a Spark DataType or a list"):
         naiad.spark.to_dataframe(spark, [1], 5)
+    # An array type: each record (a list) is one value, as createDataFrame takes it.
+    from pyspark.sql.types import ArrayType
+    for schema in ("array<long>", ArrayType(LongType())):
+        arrays = naiad.spark.to_dataframe(spark, [[1, 2], [3]], schema)
+        assert [tuple(r) for r in arrays.collect()] == \
+            [tuple(r) for r in spark.createDataFrame([[1, 2], [3]], "array<long>").collect()]
+    listed = naiad.spark.to_dataframe(spark, {0: [[1, 2]], 1: [[3]]}, "array<long>",
+                                      epoch_column="epoch")
+    assert [tuple(r) for r in listed.collect()] == [(0, [1, 2]), (1, [3])]
+    with pytest.raises(ValueError, match=r"epoch_column 'epoch' is also a column of the schema"):
+        naiad.spark.to_dataframe(spark, {0: [(1,)]}, "epoch long", epoch_column="epoch")
+
+
+def test_execute_takes_a_single_array_type(spark):
+    """schema="array<long>": each record the program returns is one array (it was read as a
+    row of two columns, and refused)."""
+    def lists(comp, rows):
+        return [[comp.process_index, 1], [comp.process_index]]
+    data = spark.createDataFrame([(1,), (2,)], "n long").repartition(2)
+    out = naiad.spark.execute(data, lists, schema="array<long>")
+    assert out.schema.simpleString() == "struct<value:array<bigint>>"
+    assert sorted(r.value for r in out.collect()) == [[0], [0, 1], [1], [1, 1]]
 
 
 def test_a_bad_schema_is_refused_before_the_program_runs(spark, tmp_path):

@@ -37,7 +37,7 @@ from naiad.execute import run_program
 from naiad.transport.security import random_secret
 from naiad.spark.io import (PartitionRows, epoch_spec, is_dataframe, is_rdd,
                             pack_results, readable_columns, unpack_results)
-from naiad.spark.dataframes import as_struct, struct_of
+from naiad.spark.dataframes import struct_and_single, struct_of
 from naiad.spark.failures import StageFailed, diagnosed, stage_failed, task_error
 from naiad.spark.frames import (PAYLOADS, PartitionTables, decoded_batches, inferred_schema,
                                  payload_batches, result_batches)
@@ -98,6 +98,7 @@ class BarrierTask:
         self.epochs = epochs
         self.schema: Any = None        # the result StructType, with frames=True
         self.row_schema: Any = None    # the result StructType rows are checked against
+        self.single = False            # that schema is one type: every record is one value
         self.input_schema: Any = None  # the input's StructType, with frames=True
         self.timezone: Optional[str] = None  # the session's, for Arrow's timestamps
         self.gather: Optional[str] = None   # the driver's rendezvous endpoint, if it serves one
@@ -146,7 +147,7 @@ class BarrierTask:
                                                         epochs=self.epochs, process_index=pid)))
 
     def _rows(self, result, pid: int) -> list:
-        return pack_results(result, pid, self.row_schema)
+        return pack_results(result, pid, self.row_schema, self.single)
 
     def _run(self, make_rows, finish=None) -> list:
         from pyspark import BarrierTaskContext
@@ -345,7 +346,8 @@ def execute(data: Any, program: Callable, *, processes: Optional[int] = None,
                        epochs)
     if not frames and schema is not None and not isinstance(schema, (list, tuple)):
         # One type (``"long"``, ``LongType()``) is one column ``value``: the rows are tuples.
-        schema = task.row_schema = as_struct(schema)
+        schema, task.single = struct_and_single(schema)
+        task.row_schema = schema
     served = None
     if spark.sparkContext.master.startswith("local"):
         served = DriverRendezvous(secret, processes)

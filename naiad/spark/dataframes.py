@@ -11,11 +11,11 @@ runner's result schemas too.
 from __future__ import annotations
 
 import reprlib
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from naiad.spark.results import _as_row
 
-__all__ = ["to_dataframe", "struct_of", "as_struct"]
+__all__ = ["to_dataframe", "struct_of", "struct_and_single"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 80
@@ -30,31 +30,40 @@ def struct_of(ddl: str):
     return parsed if isinstance(parsed, StructType) else StructType([StructField("value", parsed)])
 
 
-def as_struct(schema: Any):
-    """A DDL string or a Spark DataType as a StructType (one type: one column ``value``)."""
-    from pyspark.sql.types import StructField, StructType
-    if isinstance(schema, str):
-        return struct_of(schema)
-    return schema if isinstance(schema, StructType) else StructType([StructField("value",
-                                                                                   schema)])
+def struct_and_single(schema: Any) -> Tuple[Any, bool]:
+    """``(StructType, single)`` of a DDL string or a Spark DataType: ``single`` when it is one
+    type, not a struct, so that every record is one value of it (a list, too, for an array
+    type), as ``createDataFrame`` takes records for such a schema.
+
+    >>> from pyspark.sql.types import ArrayType, LongType
+    >>> struct, single = struct_and_single(ArrayType(LongType()))
+    >>> struct.simpleString(), single
+    ('struct<value:array<bigint>>', True)
+    """
+    from pyspark.sql.types import DataType, StructField, StructType
+    parsed = DataType.fromDDL(schema) if isinstance(schema, str) else schema
+    if isinstance(parsed, StructType):
+        return parsed, False
+    return StructType([StructField("value", parsed)]), True
 
 
-def _rows_schema(schema: Any) -> Any:
+def _rows_schema(schema: Any) -> Tuple[Any, bool]:
     """``schema`` as ``createDataFrame`` should get it for rows that are all tuples, lists or
-    dicts: a DDL string or a DataType as a StructType; a list of names, or None, as it is."""
+    dicts: a DDL string or a DataType as a StructType; a list of names, or None, as it is;
+    and whether it is a single type (:func:`struct_and_single`)."""
     from pyspark.sql.types import DataType
     if schema is None or isinstance(schema, (list, tuple)):
-        return schema
+        return schema, False
     if isinstance(schema, str):
         try:
-            return struct_of(schema)
+            return struct_and_single(schema)
         except Exception as exc:  # noqa: BLE001 - Spark's ParseException, named
             first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
             msg = (f"to_dataframe: Spark cannot read the schema {schema!r} ({type(exc).__name__}: "
                    f"{first}); give a DDL string such as 'node string, rank double' or 'long'")
             raise ValueError(msg) from exc
     if isinstance(schema, DataType):
-        return as_struct(schema)
+        return struct_and_single(schema)
     msg = (f"to_dataframe: schema must be a DDL string, a Spark DataType or a list of column "
            f"names; got {type(schema).__name__} {_repr.repr(schema)}")
     raise TypeError(msg)
@@ -80,22 +89,29 @@ def to_dataframe(spark, records: Any, schema: Any = None, *,
     ``schema`` is a DDL string (a single type such as ``"long"`` is one column ``value``), a
     Spark DataType or a list of column names; omitted, Spark infers it.
     """
-    schema = _rows_schema(schema)
+    schema, single = _rows_schema(schema)
+    row = _one if single else _as_row          # a single type: every record is one value
     if hasattr(records, "results") and isinstance(getattr(records, "results"), dict):
         records = records.results
     if isinstance(records, dict):
         epochs = sorted(records)
         if epoch_column is not None:
-            rows = [(e,) + tuple(_as_tuple(r)) for e in epochs for r in records[e]]
+            names = schema.names if hasattr(schema, "names") else list(schema or [])
+            if epoch_column in names:
+                msg = (f"to_dataframe: epoch_column {epoch_column!r} is also a column of the "
+                       f"schema ({', '.join(names)}); name the epoch column otherwise")
+                raise ValueError(msg)
+            tup = _one if single else _as_tuple
+            rows = [(e,) + tuple(tup(r)) for e in epochs for r in records[e]]
             schema = _with_epoch_schema(schema, epoch_column)
         else:
-            rows = [_as_row(r) for e in epochs for r in records[e]]
+            rows = [row(r) for e in epochs for r in records[e]]
     else:
         if epoch_column is not None:
             msg = ("epoch_column needs per-epoch results ({epoch: rows}, e.g. "
                    "stream.collect().results); got a plain list of rows")
             raise TypeError(msg)
-        rows = [_as_row(r) for r in records]
+        rows = [row(r) for r in records]
     if schema is None and not rows:
         msg = ("to_dataframe: there are no rows to infer a schema from; give schema= (a DDL "
                "string such as 'node string, rank double')")
@@ -112,6 +128,10 @@ def to_dataframe(spark, records: Any, schema: Any = None, *,
                f"{_repr.repr(rows[0]) if rows else None}"
                f"{'' if schema is None else f' and the schema {shown!r}'}")
         raise TypeError(msg) from exc
+
+
+def _one(record: Any) -> tuple:
+    return (record,)
 
 
 def _as_tuple(record: Any) -> tuple:

@@ -33,10 +33,12 @@ def _as_row(record: Any) -> Any:
     return (record,)
 
 
-def pack_results(result: Any, process_index: int, schema: Any = None) -> List[bytes]:
-    """A barrier task's return value as pickled chunks of rows (scalars become 1-tuples),
-    each row checked against ``schema`` (a StructType) when given: numpy scalars become
-    Python's, and a row the schema cannot hold is an error of this process, at once."""
+def pack_results(result: Any, process_index: int, schema: Any = None,
+                 single: bool = False) -> List[bytes]:
+    """A barrier task's return value as pickled chunks of rows (scalars become 1-tuples; with
+    ``single``, the schema is one type and every record is one value), each row checked
+    against ``schema`` (a StructType) when given: numpy scalars become Python's, and a row
+    the schema cannot hold is an error of this process, at once."""
     if result is None:
         return []
     if isinstance(result, (dict, str, bytes)) or not isinstance(result, Iterable):
@@ -46,7 +48,7 @@ def pack_results(result: Any, process_index: int, schema: Any = None) -> List[by
         raise TypeError(msg)
     out: List[bytes] = []
     chunk: list = []
-    fit = _fitter(schema, process_index) if schema is not None else _as_row
+    fit = _fitter(schema, process_index, single) if schema is not None else _as_row
     for r in result:
         chunk.append(fit(r))
         if len(chunk) >= _CHUNK:
@@ -57,7 +59,7 @@ def pack_results(result: Any, process_index: int, schema: Any = None) -> List[by
     return out
 
 
-def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
+def _fitter(schema: Any, process_index: int, single: bool = False) -> Callable[[Any], Any]:
     """``row -> row`` checked against the StructType ``schema`` as ``createDataFrame`` checks
     it (numpy scalars made Python's first if the row does not fit as it is)."""
     from pyspark.sql.types import ArrayType, MapType, StructType, _make_type_verifier
@@ -67,7 +69,7 @@ def _fitter(schema: Any, process_index: int) -> Callable[[Any], Any]:
     has_numpy = _deep_numpy if nested else _top_numpy
 
     def fit(record: Any) -> Any:
-        row = _as_row(record)
+        row = (record,) if single else _as_row(record)
         try:
             verify(row)
             if has_numpy(row.values() if isinstance(row, dict) else row):
