@@ -122,7 +122,7 @@ class Observer:
             "process": comp.process_index, "processes": comp.processes, "graph": self.graph,
             "workers": [m.snapshot() for m in self.meters],
             "checkpoints": comp.checkpoint_stats[-_monitor().SHOWN_CHECKPOINTS:],
-            "checkpoints_taken": 0 if comp.coordinator is None else comp.coordinator.taken_in_all,
+            "checkpoints_taken": 0 if comp.coordinator is None else comp.coordinator.taken,
             "failure": None if failure is None else f"{type(failure).__name__}: {failure}",
             "finished": all(m.finished for m in self.meters),
             "epochs_fed": comp.epochs_fed,

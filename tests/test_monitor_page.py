@@ -167,20 +167,12 @@ def test_a_failure_is_shown_with_its_message():
 def test_a_long_run_shows_its_latest_checkpoints_and_how_many_it_took(tmp_path):
     """60 checkpoints (one per epoch boundary): the table shows the last SHOWN_CHECKPOINTS
     and says how many were taken, as a person reads it in the browser."""
+    import functools
     from naiad.monitor import SHOWN_CHECKPOINTS
+    from tests.test_observability import _many_checkpoints
     port = free_ports(1)[0]
-
-    def program(comp):
-        inp = comp.new_input(name="numbers")
-        inp.stream.subscribe(lambda epoch, records: None)
-        comp.activate()
-        for e in range(61):
-            inp.on_next([e])
-        inp.on_completed()
-        comp.join(timeout=60)
-
-    naiad.execute(program, processes=2, monitor=port, checkpoint_every=1,
-                  checkpoint_dir=str(tmp_path / "ck"))
+    naiad.execute(functools.partial(_many_checkpoints, epochs=61), processes=2, monitor=port,
+                  checkpoint_every=1, checkpoint_dir=str(tmp_path / "ck"))
     time.sleep(0.3)
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(

@@ -374,11 +374,11 @@ def test_the_page_sums_each_checkpoint_over_the_processes_and_says_where_it_is(t
     assert parts[1][2] > 10 * parts[0][2]        # process 1's part is the large one
 
 
-def _many_checkpoints(comp):
+def _many_checkpoints(comp, epochs=30):
     inp = comp.new_input(name="numbers")
     inp.stream.subscribe(lambda epoch, records: None)
     comp.activate()
-    for e in range(30):
+    for e in range(epochs):
         inp.on_next([e])
     inp.on_completed()
     comp.join(timeout=30)

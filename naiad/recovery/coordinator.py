@@ -66,7 +66,6 @@ class Coordinator:
         self.committer = Committer(on_error=comp.fail)
         self.fingerprint = comp.graph.fingerprint()
         self.taken = 0               # checkpoints cut by this run
-        self.taken_in_all = 0        # and written (checkpoint_stats keeps the latest only)
         self.taking: Optional[int] = None    # the boundary being cut now
         self.peer_cuts: Dict[int, int] = {}  # boundary -> a process that arrived there
         self.skipped: set = set()            # boundaries let go (waiting_for, _patience)
@@ -432,7 +431,6 @@ class Coordinator:
                            "write_cpu_s": _time.thread_time() - cpu0})
         if len(self.stats) > STATS_KEPT:
             del self.stats[0]
-        self.taken_in_all += 1
         if comp.observer is not None:
             comp.observer.checkpoint(self.stats[-1])
 
