@@ -189,6 +189,7 @@ class Reachability:
                   for dst, ss in row.items()}
             for src, row in table.items()
         }
+        self._related: tuple[dict[int, frozenset[int]], dict[int, frozenset[int]]] | None = None
 
     def _known(self, loc: int) -> None:
         if loc not in self._depths:
@@ -218,6 +219,20 @@ class Reachability:
         """Every location reachable from ``src`` (itself included) with its minimal summaries."""
         self._known(src)
         return dict(self._table[src])
+
+    def related(self) -> tuple[dict[int, frozenset[int]], dict[int, frozenset[int]]]:
+        """``(targets, sources)``: for each location, the locations it can reach and those that
+        can reach it (itself included).  Computed once and shared by every tracker of this
+        graph (each worker of a process has one; for a long chain they are large)."""
+        got = self._related
+        if got is None:
+            targets = {loc: frozenset(self._table[loc]) for loc in self._depths}
+            sources: dict[int, set[int]] = {loc: set() for loc in self._depths}
+            for src, dsts in targets.items():
+                for dst in dsts:
+                    sources[dst].add(src)
+            got = self._related = (targets, {loc: frozenset(s) for loc, s in sources.items()})
+        return got
 
     def could_result_in(self, p: Pointstamp, q: Pointstamp) -> bool:
         """Whether an event at pointstamp ``p`` could lead to an event at pointstamp ``q``."""

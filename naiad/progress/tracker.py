@@ -68,14 +68,7 @@ class Tracker:
         # Which locations each can reach and be reached from (itself included), and the
         # active times by location: a change looks only at active pointstamps that could be
         # related to it, not at every one (wide graphs have thousands).
-        self._targets: dict[int, frozenset[int]] = {
-            loc: frozenset(reach.targets(loc)) for loc in self._depths}
-        sources: dict[int, set[int]] = {loc: set() for loc in self._depths}
-        for src, dsts in self._targets.items():
-            for dst in dsts:
-                sources[dst].add(src)
-        self._sources: dict[int, frozenset[int]] = {
-            loc: frozenset(srcs) for loc, srcs in sources.items()}
+        self._targets, self._sources = reach.related()   # shared by the process's workers
         self._active_at: dict[int, set[Timestamp]] = {}
         self._counts: dict[Pointstamp, int] = {}
         self._precursors: dict[Pointstamp, int] = {}  # exactly the active pointstamps
