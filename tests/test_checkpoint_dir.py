@@ -149,7 +149,7 @@ def test_no_other_run_takes_the_directory_while_a_run_restarts(tmp_path, monkeyp
     monkeypatch.setenv("NAIAD_FAULT", "checkpoint-write:4:1")
     got: dict = {}
 
-    started = tmp_path / "started"
+    started, finishing = tmp_path / "started", tmp_path / "finishing"
 
     def slow(comp):
         inp = comp.new_input(name="numbers")
@@ -161,6 +161,7 @@ def test_no_other_run_takes_the_directory_while_a_run_restarts(tmp_path, monkeyp
             time.sleep(0.1)
         inp.on_completed()
         comp.join(timeout=60)
+        finishing.touch()       # A still holds the directory, and lets it go soon
         return out.results
 
     def run_a():
@@ -176,7 +177,9 @@ def test_no_other_run_takes_the_directory_while_a_run_restarts(tmp_path, monkeyp
     try:
         while first.is_alive() and not started.exists():
             time.sleep(0.01)
-        while first.is_alive():
+        # Until A's program has ended: then A releases the directory, and B may take it
+        # (to fail there with CheckpointLayoutError, since it is A's, of another layout).
+        while first.is_alive() and not finishing.exists():
             for how in ("execute", "computation"):
                 try:
                     if how == "execute":
