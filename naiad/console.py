@@ -106,7 +106,8 @@ class ConsoleProgress:
         self._past: Deque[Dict[str, Any]] = deque()
         self.lines = 0
         self.started = time.monotonic()
-        self._ticker = Ticker(self._show, self.interval, "naiad-console")
+        self._ticker = Ticker(self._show, self.interval, "naiad-console",
+                              "showing the progress line")
 
     def anchor(self) -> Optional[Dict[str, Any]]:
         """The summary the next rates are measured from."""

@@ -372,4 +372,5 @@ class Reporter(Ticker):
 
     def __init__(self, snapshot: Callable[[], Dict[str, Any]],
                  sink: Callable[[Dict[str, Any]], None], interval: float = 0.5):
-        super().__init__(lambda: sink(snapshot()), interval, "naiad-reporter")
+        super().__init__(lambda: sink(snapshot()), interval, "naiad-reporter",
+                         "reporting to the monitoring page")

@@ -71,7 +71,8 @@ class Observer:
             self.process_meter = Meter(-1, comp.process_index, self.trace_dir,
                                        name=f"process-{comp.process_index}")
             # An idle worker writes nothing: its kept events are written from here.
-            self.flusher = Ticker(self._flush_due, FLUSH_SECONDS / 4, "naiad-trace-flush")
+            self.flusher = Ticker(self._flush_due, FLUSH_SECONDS / 4, "naiad-trace-flush",
+                                  "writing the trace")
             if comp.process_index == 0:
                 layout = {"processes": comp.processes, "workers": comp.workers_per_process}
                 write_atomic(Path(self.trace_dir) / "graph.json",

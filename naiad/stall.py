@@ -46,7 +46,7 @@ class StallWatch:
         every = min(CHECK, self.stall / 4)
         self.emit = emit or _stderr
         self._since: Dict[int, Tuple[str, int, float, float]] = {}   # where, calls, since, told
-        self._ticker = Ticker(self.look, every, "naiad-stall")
+        self._ticker = Ticker(self.look, every, "naiad-stall", "watching for a stall")
 
     def look(self, now: Optional[float] = None) -> None:
         """One look at every worker (the ticker's call; ``now`` for tests)."""

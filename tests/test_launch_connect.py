@@ -253,3 +253,57 @@ def test_a_second_process_with_the_same_index_says_so():
         taken.close()
     assert proc.returncode != 0
     assert "Address already in use" in err and "started with the same -p 0" in err, err
+
+
+def _listening(port: int) -> bool:
+    """Whether something on this machine listens on 127.0.0.1:``port`` (TCP state LISTEN)."""
+    with open("/proc/net/tcp") as f:
+        return any(line.split()[1] == f"0100007F:{port:04X}" and line.split()[3] == "0A"
+                   for line in list(f)[1:])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs /proc/net/tcp")
+def test_a_peer_whose_handshake_ends_before_the_connect_call_returns_is_still_watched(
+        monkeypatch):
+    """A thread descheduled right after a control socket's connect: the CURVE handshake with a
+    live peer completes before the process watches the socket.  The peer, killed later, must
+    still be named at once: a process that watched only from after the connect never learnt
+    the peer was connected, took its disconnect for a peer not yet started and waited out
+    connect_timeout (the cause of a rare failure of the test above on a loaded machine)."""
+    import signal
+    import zmq
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    [peer] = _started_by_hand([["-p", "1", "-n", "3", "-h", *hosts]])
+    try:
+        deadline = time.monotonic() + 20
+        while not _listening(int(hosts[1].split(":")[1])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        real_connect = zmq.Socket.connect
+
+        def slow_connect(self: Any, addr: str) -> Any:
+            got = real_connect(self, addr)
+            time.sleep(0.5)     # the handshake with the listening peer completes meanwhile
+            return got
+        monkeypatch.setattr(zmq.Socket, "connect", slow_connect)
+        comp = naiad.Computation(process_index=0, processes=3, hosts=hosts, secret=SECRET,
+                                 connect_timeout=25)
+        comp.connect()
+        errors: List[BaseException] = []
+
+        def wait() -> None:
+            try:
+                lp.count_words(comp)
+            except BaseException as exc:  # noqa: BLE001 - checked below
+                errors.append(exc)
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        time.sleep(1.5)             # the hellos have crossed
+        peer.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        waiter.join(30)
+        assert errors, "process 0 did not stop"
+        assert time.monotonic() - killed < 10, errors
+        assert "process 1" in str(errors[0]) and "is gone" in str(errors[0]), errors
+    finally:
+        peer.kill()
+        peer.communicate()

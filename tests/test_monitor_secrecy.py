@@ -146,3 +146,29 @@ def test_a_captured_report_tests_a_passphrase_only_through_scrypt():
     slow = hashlib.sha256(b"naiad-curve-v2\0derived\0monitor-report\0" + master).hexdigest()
     assert signs(slow)
     assert not signs(monitor.report_token("same-in-both!"))
+
+
+def test_a_refused_report_is_said_once_in_the_log(caplog):
+    """Reports signed with another secret than the page's are refused (403): the run goes on,
+    and says why its page stays empty, once, not at each of its reports."""
+    import logging
+    import linq  # noqa: F401 - the operators
+    secret = "naiad-key:" + "3c" * 32
+    server = monitor.serve(0, monitor.report_token("naiad-key:" + "4d" * 32))
+    caplog.set_level(logging.WARNING, logger="naiad.ticker")
+    try:
+        comp = naiad.Computation(report_to=server.url, secret=secret)
+        inp = comp.new_input()
+        got = inp.stream.select(lambda x: x + 1).collect()
+        comp.activate()
+        for epoch in range(3):
+            inp.on_next([epoch])
+            time.sleep(0.6)                 # past a report's interval (0.5 s) each time
+        inp.on_completed()
+        comp.join(timeout=30)
+        assert sorted(got.records()) == [1, 2, 3]
+        said = [r.getMessage() for r in caplog.records if r.name == "naiad.ticker"]
+        assert len(said) == 1, said
+        assert "reporting to the monitoring page failed" in said[0] and "403" in said[0], said
+    finally:
+        server.close()

@@ -45,6 +45,24 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
                  heartbeat_timeout: Optional[float] = None, hwm: int = 0) -> zmq.Socket:
     """A PUSH socket to ``endpoint`` (with CURVE when ``keys``; with ZeroMQ heartbeats when
     ``heartbeat_timeout`` is given; queueing at most ``hwm`` messages, 0: no bound)."""
+    sock = _push_socket(ctx, keys, heartbeat_timeout, hwm)
+    sock.connect(endpoint)
+    return sock
+
+
+def connect_watched(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
+                    heartbeat_timeout: float, events: int) -> Tuple[zmq.Socket, zmq.Socket]:
+    """:func:`connect_push`, and a monitor of its ``events``, watching from before the connect:
+    libzmq tells a monitor only the events after it is attached, so a handshake that completed
+    before would never be seen (and the peer never known to have been connected)."""
+    sock = _push_socket(ctx, keys, heartbeat_timeout, 0)
+    monitor = sock.get_monitor_socket(events)
+    sock.connect(endpoint)
+    return sock, monitor
+
+
+def _push_socket(ctx: zmq.Context, keys: Optional[CurveKeys],
+                 heartbeat_timeout: Optional[float], hwm: int) -> zmq.Socket:
     sock = ctx.socket(zmq.PUSH)
     sock.linger = 0
     sock.sndhwm = hwm
@@ -58,7 +76,6 @@ def connect_push(ctx: zmq.Context, keys: Optional[CurveKeys], endpoint: str,
         sock.setsockopt(zmq.HEARTBEAT_TTL, ms)
     if keys is not None:
         keys.connect_as_client(sock)
-    sock.connect(endpoint)
     return sock
 
 
@@ -131,12 +148,11 @@ class ControlPlane:
         """Connect to every peer's control socket and start the communication thread, which
         sends ``hello`` (pickled) to each."""
         self.endpoints = list(endpoints)
-        self._push = {p: connect_push(self.ctx, self.keys, self.endpoints[p],
-                                      self.heartbeat_timeout) for p in self.peers()}
-        self._monitors = {
-            s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-                                 | _HANDSHAKE_FAILED): p
-            for p, s in self._push.items()}
+        events = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED
+        for p in self.peers():
+            self._push[p], monitor = connect_watched(self.ctx, self.keys, self.endpoints[p],
+                                                     self.heartbeat_timeout, events)
+            self._monitors[monitor] = p
         self._thread = threading.Thread(target=self._comm_loop, args=(pickle.dumps(hello),),
                                         daemon=True, name=f"naiad-comm-{self.process_index}")
         self._thread.start()
