@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(PY) -m samples.main
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 bench: $(STAMP)
 	$(PY) -m tests.benchmarks
