@@ -13,12 +13,14 @@ True
 
 from __future__ import annotations
 
+import copyreg
+import importlib
 import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-__all__ = ["numpy", "arrow", "importing"]
+__all__ = ["numpy", "arrow", "importing", "pickle_dispatch"]
 
 _numpy: Any = None              # the module, False when it is missing, None before the first call
 _arrow: Any = None              # pyarrow, the same way
@@ -27,6 +29,7 @@ _arrow: Any = None              # pyarrow, the same way
 # initialised (CPython breaks the import cycle that way), so until numpy is imported, both
 # happen under one lock.
 _lock = threading.RLock()
+_dispatch: dict = {}            # copyreg's reductions and Arrow's, once pyarrow is loaded
 
 
 def numpy() -> Any:
@@ -79,3 +82,17 @@ def importing() -> Iterator[None]:
             numpy()
         if "pyarrow" in sys.modules:
             arrow()
+
+
+def pickle_dispatch() -> dict:
+    """The reductions for a pickler's ``dispatch_table``: copyreg's, plus Arrow's IPC form of
+    tables and record batches (:mod:`naiad.arrowcodec`) once pyarrow is loaded in this process
+    (no table can exist before; the codec, which needs pyarrow, is imported only then).  Plain
+    pickling of a sliced table carries its parent's whole buffers; the IPC form only its rows.
+    """
+    if not _dispatch and "pyarrow" in sys.modules:
+        codec = importlib.import_module("naiad.arrowcodec")
+        with _lock:
+            _dispatch.update(copyreg.dispatch_table)
+            _dispatch.update(codec.DISPATCH)
+    return _dispatch or copyreg.dispatch_table

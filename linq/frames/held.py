@@ -138,6 +138,14 @@ class KeyIndex:
         # the answer is reused after one comparison of the key arrays.
         self._last: Optional[Tuple[np.ndarray, Tuple[np.ndarray, Optional[np.ndarray]]]] = None
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickled (in a checkpoint) without the sorted index and the last answer: both are
+        made again from the table when needed."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_sorted", "_last")}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state, _sorted=None, _last=None)
+
     def _sorted_index(self) -> Tuple[np.ndarray, np.ndarray]:
         """``(rows in key order, their sorted keys)``, made on first use and kept."""
         if self._sorted is None:

@@ -218,6 +218,13 @@ class Split(_Checked):
         if out:
             self.send_batch_by(0, out, time)
 
+    def checkpoint(self) -> Any:
+        """Without the routing cache: it holds a whole key column (and, of a slice, its
+        parent's buffers), and the next table routes again without it."""
+        state = super().checkpoint()
+        state.pop("_last", None)
+        return state
+
     def _workers(self, table: pa.Table) -> Optional[np.ndarray]:
         if len(self.routes) == 1 or len(self.keys) != 1 or table.num_rows == 0:
             return None

@@ -3,8 +3,10 @@
 A worker's checkpoint file maps each stage id to a container holding only built-in types, so a
 checkpoint never names a function of naiad's own modules:
 
-* ``{"format": 1, "state": <bytes>}``, where the bytes are ``pickle.dumps(vertex.checkpoint(),
-  protocol=5)`` (cloudpickle when plain pickle cannot, for instance for a lambda in the state);
+* ``{"format": 1, "state": <bytes>}``, where the bytes are ``vertex.checkpoint()`` pickled with
+  protocol 5 (cloudpickle when plain pickle cannot, for instance for a lambda in the state;
+  Arrow tables in their IPC form, :mod:`naiad.arrowcodec`, so that a slice holds its own rows
+  only, not its parent's);
 * ``{"format": 2, "state": <bytes>, "tables": [<record>, ...]}`` when the state holds
   :class:`~naiad.state.KeyedState` tables: the state's pickle refers to each table by its
   position, and each record holds the table in full or as a delta on the checkpoint before
@@ -38,11 +40,13 @@ from __future__ import annotations
 
 import io
 import pickle
+from collections import ChainMap
 from itertools import filterfalse
 from operator import itemgetter
 from typing import Any, Callable, Dict, List
 
 from naiad.errors import NaiadError
+from naiad.optional import pickle_dispatch
 from naiad.state import MAX_DELTAS, Chain, KeyedState, capture, new_id
 
 __all__ = ["FORMAT", "TABLES", "encode", "decode", "dumps", "load_states", "resolve_chains",
@@ -60,12 +64,25 @@ class ChainBroken(NaiadError):
 
 def dumps(obj: Any) -> bytes:
     """``obj`` pickled (protocol 5), or by cloudpickle when plain pickle cannot (classes of
-    ``__main__``, lambdas)."""
+    ``__main__``, lambdas); Arrow tables in their IPC form."""
     try:
-        return pickle.dumps(obj, protocol=5)
+        return _pickled(obj)
     except Exception:
+        return _pickled(obj, by_value=True)
+
+
+def _pickled(obj: Any, by_value: bool = False) -> bytes:
+    out = io.BytesIO()
+    if by_value:
         import cloudpickle      # classes of __main__, lambdas: by value
-        return cloudpickle.dumps(obj)
+        pickler = cloudpickle.CloudPickler(out, protocol=5)
+        pickler.dispatch_table = ChainMap(cloudpickle.CloudPickler.dispatch_table,
+                                          pickle_dispatch())
+    else:
+        pickler = pickle.Pickler(out, protocol=5)
+        pickler.dispatch_table = pickle_dispatch()
+    pickler.dump(obj)
+    return out.getvalue()
 
 
 def encode(state: Any, epoch: int) -> Dict[str, Any]:
@@ -73,12 +90,11 @@ def encode(state: Any, epoch: int) -> Dict[str, Any]:
     the checkpoint at ``epoch`` (deltas when they are chained)."""
     with capture() as tables:
         try:
-            data = pickle.dumps(state, protocol=5)
+            data = _pickled(state)
         except Exception:
             tables.clear()
-            import cloudpickle      # classes of __main__, lambdas: by value
             try:
-                data = cloudpickle.dumps(state)
+                data = _pickled(state, by_value=True)
             except Exception as exc:
                 msg = (f"its state cannot be pickled ({type(exc).__name__}: {exc}); give the "
                        "vertex checkpoint() and restore() methods that keep only picklable "

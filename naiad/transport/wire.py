@@ -5,7 +5,7 @@ time).
 Items are pickled with protocol 5; buffers of 64 KiB or more (numpy arrays, Arrow tables) leave
 the pickle out of band and travel as ZeroMQ frames of their own, sent and received without a
 copy.  When pyarrow is loaded, tables travel in the Arrow IPC format
-(:mod:`naiad.transport.arrowcodec`).
+(:mod:`naiad.arrowcodec`).
 
 >>> import pyarrow as pa
 >>> payload, buffers = encode([("D", 0, (0, ()), [pa.table({"x": list(range(10000))})])])
@@ -17,8 +17,6 @@ copy.  When pyarrow is loaded, tables travel in the Arrow IPC format
 
 from __future__ import annotations
 
-import copyreg
-import importlib
 import io
 import pickle
 import reprlib
@@ -27,7 +25,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from naiad.errors import ComputationFailed, VertexError
 from naiad.messages import DATA
-from naiad.optional import importing
+from naiad.optional import importing, pickle_dispatch
 
 __all__ = ["encode", "decode", "prepare", "explain_pickling", "explain_decoding", "dump_failure",
            "load_failure"]
@@ -35,17 +33,6 @@ __all__ = ["encode", "decode", "prepare", "explain_pickling", "explain_decoding"
 OUT_OF_BAND = 1 << 16        # bytes: smaller buffers stay inside the pickle
 _short = reprlib.Repr()      # a record in an error: short even when deeply nested or huge
 _short.maxstring = _short.maxother = 200
-_dispatch: dict = {}
-
-
-def _dispatch_table() -> dict:
-    """copyreg's table, plus the Arrow reductions once pyarrow is loaded in this process (no
-    table can exist before; the codec module, which needs pyarrow, is imported only then)."""
-    if not _dispatch and "pyarrow" in sys.modules:
-        codec = importlib.import_module("naiad.transport.arrowcodec")
-        _dispatch.update(copyreg.dispatch_table)
-        _dispatch.update(codec.DISPATCH)
-    return _dispatch or copyreg.dispatch_table
 
 
 def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
@@ -60,7 +47,7 @@ def encode(items: Any) -> Tuple[bytes, List[pickle.PickleBuffer]]:
 
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=5, buffer_callback=keep_large)
-    pickler.dispatch_table = _dispatch_table()
+    pickler.dispatch_table = pickle_dispatch()
     pickler.dump(items)
     return out.getvalue(), buffers
 
@@ -70,9 +57,9 @@ def prepare() -> None:
     others): the dispatch table, and with pyarrow loaded one small table encoded and decoded
     (Arrow's IPC writer and reader initialise lazily: ~0.5 ms on the first table, which would
     otherwise fall on the first message of the computation)."""
-    _dispatch_table()
-    if _dispatch:
-        codec = sys.modules["naiad.transport.arrowcodec"]
+    if "pyarrow" in sys.modules:
+        pickle_dispatch()
+        codec = sys.modules["naiad.arrowcodec"]
         payload, buffers = encode([codec.sample_table()])
         decode(payload, buffers)
 

@@ -1,13 +1,13 @@
-"""Arrow tables on the wire: the Arrow IPC stream format, carried as out-of-band pickle buffers.
+"""Arrow tables in pickles: the Arrow IPC stream format, as one pickle buffer per table.
 
-:func:`naiad.transport.wire.encode` pickles a step's items with protocol 5; when pyarrow is
-loaded, its dispatch table sends every ``pa.Table`` and ``pa.RecordBatch`` through
-:func:`reduce_table`: the table is written in the IPC stream format (one copy of its buffers,
-no per-row work; from 512 KB on, its size is counted first and it is written into a buffer of
-that size, not a growing one; a slice carries only its own rows, where pickling a sliced table
-would carry the whole parent buffers) and that one buffer leaves the pickle out of band, as a
-frame of its own.  :func:`table_from_ipc` reads it back without copying (the table's columns
-point into the received frame).
+Once pyarrow is loaded, :func:`naiad.optional.pickle_dispatch` sends every ``pa.Table`` and
+``pa.RecordBatch`` through :func:`reduce_table`: the table is written in the IPC stream format
+(one copy of its buffers, no per-row work; from 512 KB on, its size is counted first and it is
+written into a buffer of that size, not a growing one; a slice carries only its own rows, where
+pickling a sliced table would carry the whole parent buffers).  On the wire
+(:func:`naiad.transport.wire.encode`) that buffer leaves the pickle out of band, as a frame of
+its own, and :func:`table_from_ipc` reads it back without copying (the table's columns point
+into the received frame); in the recovery files (input logs, vertex states) it stays in band.
 
 >>> import pickle
 >>> import pyarrow as pa
