@@ -22,6 +22,7 @@ from typing import List, Optional
 from naiad import outcome
 from naiad.computation import Computation, run_program
 from naiad.errors import ComputationFailed, format_current
+from naiad import launch
 from naiad.launch import RELAY_PROGRESS, rendezvous_timeout
 from naiad.link import (ACTIVE, ENDPOINT, ENDPOINTS, OPTIONS, PROGRESS, RESULT, MessageReader,
                         read_first, send_message)
@@ -148,7 +149,11 @@ def main(argv) -> int:
             pass
         # pickle reads what cloudpickle wrote, and imports cloudpickle only when the program
         # travelled by value (a function of an importable module travels by name).
-        program, _ = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
+        launch.loading_program = index      # an execute at import time is refused
+        try:
+            program, _ = pickle.loads((Path(workdir) / "program.pkl").read_bytes())
+        finally:
+            launch.loading_program = None
         result = ("ok", run_program(program, comp), "")
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported to the parent

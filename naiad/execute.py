@@ -6,7 +6,7 @@ from typing import Any, Callable, List
 
 from naiad.computation import Computation, run_program
 from naiad.config import check_layout, check_options
-from naiad.launch import launch_local
+from naiad.launch import launch_local, refuse_while_loading
 from naiad.observe import watch
 from naiad.recovery.restart import execute_with_recovery
 from naiad.tracing import clear_attempts
@@ -38,6 +38,7 @@ def execute(program: Callable[[Computation], Any], *, processes: int = 1, worker
     if not callable(program):
         msg = f"execute needs a callable program(comp); got {type(program).__name__}"
         raise TypeError(msg)
+    refuse_while_loading()
     check_layout(processes, workers)
     options = check_options(options)
     if options.get("trace"):

@@ -36,7 +36,26 @@ from naiad.meter import launcher_failure
 from naiad.placement import MALLOC_ARENAS, MALLOC_TUNABLES
 from naiad.transport.security import random_secret, resolve_secret
 
-__all__ = ["launch_local", "program_payload", "write_atomic", "rendezvous_timeout"]
+__all__ = ["launch_local", "program_payload", "write_atomic", "rendezvous_timeout",
+           "loading_program", "refuse_while_loading"]
+
+loading_program: Optional[int] = None
+"""This process's index while it loads the program it was started to run (``naiad._child``
+imports the program's module then), else None."""
+
+
+def refuse_while_loading() -> None:
+    """Raise if this process is loading its program: a module that starts a computation when
+    imported would have every process start processes again, without end."""
+    if loading_program is not None:
+        msg = (f"naiad.execute was called while process {loading_program} of a computation "
+               "was importing the module of its program: that module (or one it imports) "
+               "starts a computation when it is imported, so every process would start "
+               "processes again, without end; call naiad.execute under "
+               "'if __name__ == \"__main__\":' in that module, or define the program in a "
+               "module that runs nothing when imported")
+        raise RuntimeError(msg)
+
 
 def rendezvous_timeout(options: Dict[str, Any]) -> float:
     """Seconds the processes may take to join the rendezvous once the first one has: the

@@ -158,3 +158,38 @@ def test_processes_are_bound_to_cpus_of_their_own_when_there_are_enough():
     for unbound in (naiad.execute(_cpus, processes=2, pin_cpus=False),
                     naiad.execute(_cpus, processes=2, workers=len(cpus))):   # too few CPUs
         assert all(main == cpus and thread == cpus for main, thread in unbound)
+
+
+_STARTS_AT_IMPORT = '''
+"""A module that starts a computation when imported (no __main__ guard)."""
+import os
+import naiad
+
+def program(comp):
+    comp.activate()
+    comp.join(timeout=30)
+    return comp.process_index
+
+# A safety valve for the code before the fix, where each process importing this module started
+# two more: without it the test would start processes without end.
+depth = int(os.environ.get("STARTS_AT_IMPORT_DEPTH", "0"))
+os.environ["STARTS_AT_IMPORT_DEPTH"] = str(depth + 1)
+if depth < 2:
+    RESULT = naiad.execute(program, processes=2)
+'''
+
+
+def test_a_module_that_starts_a_computation_when_imported_is_refused_in_the_children(tmp_path):
+    """The program of a module that calls execute at import: each process imports the module
+    to load the program and used to start two processes of its own (and they two more, without
+    end: a thousand processes on a loaded machine). Process loading a program now refuses to
+    start a computation, and the launcher says what to do."""
+    (tmp_path / "starts_at_import.py").write_text(_STARTS_AT_IMPORT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), root]))
+    env.pop("STARTS_AT_IMPORT_DEPTH", None)
+    proc = subprocess.run([sys.executable, "-c", "import starts_at_import"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "RuntimeError: naiad.execute was called while process" in proc.stderr, proc.stderr
+    assert "if __name__ == \"__main__\":" in proc.stderr, proc.stderr
