@@ -298,8 +298,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> ProcessConfig:
         check_layout(args.numprocs, args.threads, args.hosts, args.procid)
     except ValueError as exc:
         raise SystemExit(f"--{exc}") from None
-    if args.connect_timeout is not None and not args.connect_timeout > 0:
-        raise SystemExit(f"--connect-timeout must be a positive number of seconds; got "
+    if args.connect_timeout is not None and not 0 < args.connect_timeout < math.inf:
+        raise SystemExit(f"--connect-timeout must be a positive, finite number of seconds; got "
                          f"{args.connect_timeout}")
     return ProcessConfig(args.procid, args.numprocs, args.threads, args.hosts,
                          args.connect_timeout)

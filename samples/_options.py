@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import naiad.config
 
@@ -51,7 +51,30 @@ def sample_parser(name: str, doc: str) -> argparse.ArgumentParser:
     ('naiad sample demo', 'usage: naiad sample demo [-h]', 'A demo that runs over two lines.')
     """
     first = " ".join(doc.split("\n\n")[0].split())
-    return argparse.ArgumentParser(prog=f"naiad sample {name}", description=first)
+    return SampleParser(prog=f"naiad sample {name}", description=first)
+
+
+class SampleParser(argparse.ArgumentParser):
+    """A sample's parser: its ``-n/--processes`` and ``-t/--workers``, each valid alone, must
+    also make a computation together (at most :data:`naiad.config.MAX_WORKERS` workers in
+    all), else a usage error naming both.
+
+    >>> parser = SampleParser(prog="demo")
+    >>> _ = parser.add_argument("-n", "--processes", type=positive, default=1)
+    >>> _ = parser.add_argument("-t", "--workers", type=positive, default=1)
+    >>> parser.parse_args(["-n", "2", "-t", "3"])
+    Namespace(processes=2, workers=3)
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extra = super().parse_known_args(args, namespace)
+        processes, workers = getattr(parsed, "processes", 1), getattr(parsed, "workers", 1)
+        if isinstance(processes, int) and isinstance(workers, int):
+            try:
+                naiad.config.check_layout(processes, workers)
+            except ValueError as exc:
+                self.error(f"-n/--processes x -t/--workers: {exc}")
+        return parsed, extra
 
 
 def spmd_parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.textdata import read_lines, stdlib_text_files
-from samples._options import naiad_sample, port, positive
+from samples._options import SampleParser, naiad_sample, port, positive
 
 __all__ = ["word_count", "epochs_of", "oracle", "program", "run_word_count", "main"]
 
@@ -94,7 +94,7 @@ def main(argv: Iterable[str] = None) -> int:
 
 def word_count_options(prog: str, doc: str) -> argparse.ArgumentParser:
     """The options of the word count samples: which files, epochs, processes and workers."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+    parser = SampleParser(prog=prog, description=doc.split("\n")[0])
     parser.add_argument("--files", type=positive, help="only the first FILES modules")
     parser.add_argument("--per-epoch", type=positive, help="files per epoch (default: one epoch)")
     parser.add_argument("-n", "--processes", type=positive, default=1)

@@ -344,6 +344,10 @@ def test_samples_refuse_impossible_values_with_a_usage_error():
                         (("sample", "kmeans", "-k", "5", "--points", "3"), "more clusters"),
                         (("sample", "pagerank", "--rmat", "100"), "at most 28"),
                         (("sample", "wordcount", "-n", "0"), "argument -n/--processes"),
+                        (("sample", "wordcount", "-n", "5000"),
+                         "-n/--processes x -t/--workers: at most 4096 workers"),
+                        (("sample", "components", "-n", "64", "-t", "65"),
+                         "-n/--processes x -t/--workers: at most 4096 workers"),
                         (("sample", "wordcount", "--monitor", "99999"), "is not a port"),
                         (("sample", "hello", "--rounds", "-1"), "argument --rounds"),
                         (("graph", "samples.hello:program", "-o", "picture.txt"),
@@ -381,6 +385,10 @@ def test_process_flags_and_module_names_out_of_range_are_usage_errors():
     a, b = (f"127.0.0.1:{p}" for p in free_ports(2))
     for args, named in (
             (("run", "samples.hello:program", "-n", "0"), "--numprocs must be at least 1"),
+            (("run", "samples.hello:program", "--connect-timeout", "inf"),
+             "--connect-timeout must be a positive, finite number of seconds; got inf"),
+            (("sample", "hello", "--connect-timeout", "1e400"),
+             "--connect-timeout must be a positive, finite number of seconds; got inf"),
             (("run", "samples.hello:program", "-n", "99999999999"), "at most 4096 workers"),
             (("run", "samples.hello:program", "-t", "99999999999999999999"),
              "at most 4096 workers"),
