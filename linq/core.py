@@ -23,12 +23,13 @@ import reprlib
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from naiad.errors import NaiadError
+from naiad.partition import Explained, key_hash
 from naiad.graph import Stream
 from naiad.vertex import Vertex
 
 __all__ = ["UserFunctionError", "MapVertex", "PerTimeVertex", "call", "check_each",
-           "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE",
-           "check_hashable", "require_hashable", "check_keys", "emit", "LinqVertex"]
+           "fn_name", "label", "need_callable", "need_stream", "ITERABLE", "HASHABLE", "TRUTH",
+           "check_hashable", "require_hashable", "check_keys", "emit", "LinqVertex", "explained"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -40,6 +41,7 @@ ITERABLE = "an iterable of output records (a list, tuple, set or generator)"
 HASHABLE = "a hashable key (int, str, tuple, ...), since keys are grouped and exchanged by value"
 HASHABLE_VALUE = ("a hashable value (int, str, tuple, ...), since a differential operator keeps "
                   "its values as multisets")
+TRUTH = "a result with a truth value (a bool, a number, ...), since it decides if a record passes"
 
 
 class UserFunctionError(NaiadError):
@@ -131,6 +133,14 @@ def call(op: str, role: str, fn: Callable, args: Sequence[Any],
                                     f"returned {type(res).__name__} {_repr.repr(res)}, which is "
                                     "not iterable", expect,
                                     "wrap a single record in a list: [record]") from None
+    elif expect is TRUTH:
+        try:
+            bool(res)
+        except Exception as exc:
+            raise UserFunctionError(op, role, fn, args,
+                                    f"returned {type(res).__name__} {_repr.repr(res)}, whose truth "
+                                    f"value raised {type(exc).__name__}: {exc}", expect,
+                                    "return a bool: for an array, .any() or .all()") from None
     elif expect is HASHABLE or expect is HASHABLE_VALUE:
         try:
             hash(res)
@@ -187,14 +197,30 @@ def check_keys(op: str, *keys: Callable):
     ``keys[edge]`` is the key function of input ``edge``."""
     def diagnose(edge: int, records: Iterable[Any]) -> None:
         for k, r in records:
+            fn = keys[min(edge, len(keys) - 1)]
             try:
                 hash(k)
             except TypeError:
-                raise UserFunctionError(op, "key", keys[min(edge, len(keys) - 1)], (r,),
+                raise UserFunctionError(op, "key", fn, (r,),
                                         f"returned unhashable {type(k).__name__} "
                                         f"{_repr.repr(k)}", HASHABLE,
                                         "convert lists to tuples") from None
+            try:
+                key_hash(k)     # what the exchange on the key computes
+            except (TypeError, ValueError) as exc:
+                raise UserFunctionError(op, "key", fn, (r,),
+                                        f"returned {type(k).__name__} {_repr.repr(k)}, which "
+                                        f"cannot be exchanged ({exc})", HASHABLE) from None
     return diagnose
+
+
+def explained(key: Callable, diagnose: Optional[Callable[[int, list], None]],
+              edge: int) -> Callable:
+    """The partition ``key`` of input ``edge`` of a stage with ``diagnose``: when the exchange
+    fails on a batch (a key it cannot hash), the diagnosis names the user's function."""
+    if diagnose is None:
+        return key
+    return Explained(key, lambda records: diagnose(edge, records))
 
 
 # ---- the vertices -----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from naiad.errors import GraphError
 from naiad.graph import Stream
 from naiad.loops import LoopContext
 from naiad.progress.timestamp import Timestamp
-from linq.core import LinqVertex, UserFunctionError, emit
+from linq.core import LinqVertex, UserFunctionError, emit, explained
 
 __all__ = ["Loop", "held", "mark_held", "last_of", "inherit", "check_mix", "HeldVertex", "held_stage", "checked_concat"]
 
@@ -329,8 +329,8 @@ def held_stage(op: str, left: Stream, right: Stream, diagnose, result=None,
     last = lasts if len(lasts) > 1 else lasts[0]
     st = stages.new_stage(lambda: HeldVertex(op, held_edge, last, result, reducer, diagnose),
                           name=op)
-    st.new_input(left, _first)
-    st.new_input(right, _first)
+    st.new_input(left, explained(_first, diagnose, 0))
+    st.new_input(right, explained(_first, diagnose, 1))
     return st.new_output()
 
 

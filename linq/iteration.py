@@ -20,6 +20,7 @@ from naiad.graph import Stream
 from naiad.loops import LoopContext
 from naiad.vertex import Vertex
 from linq.core import fn_name, need_callable
+from linq.streaming import _GuardedKey
 from linq.invariant import Loop, held, mark_held
 
 __all__ = ["iterate", "iterate_and_accumulate", "takes_loop"]
@@ -37,6 +38,17 @@ class _AtCounter(Vertex):
             self.send_batch_by(0, records, time)
 
 
+class _FedBackKey(_GuardedKey):
+    """The guarded ``partition_by`` of a loop's feedback; the graph's fingerprint names the
+    user's function (``func``), as it did before the guard."""
+
+    __slots__ = ()
+
+    @property
+    def func(self) -> Callable[[Any], Any]:
+        return self.key
+
+
 def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, what: str,
           partition_by: Optional[Callable[[Any], Any]], name: Optional[str]):
     need_callable(what, "body", body, "body(stream) -> stream or body(loop, stream) -> stream")
@@ -44,6 +56,9 @@ def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, wha
     outer = held(stream)          # iterating a stream invariant in the enclosing loop
     loop = LoopContext(stream.computation, name or what)
     entered = loop.enter(stream)
+    if partition_by is not None:
+        need_callable(what, "partition_by", partition_by, "partition_by(record) -> key")
+        partition_by = _FedBackKey(f"{what}(partition_by={fn_name(partition_by)})", partition_by)
     fb = loop.feedback(partition_by=partition_by, max_iterations=iterations)
     x = entered.concat(fb.stream)
     shaped: Any = body             # body(stream) or body(loop, stream), told apart at run time

@@ -14,7 +14,7 @@ from typing import Callable, List, Optional
 import stages
 from naiad.graph import Stream
 from linq import fusion
-from linq.core import HASHABLE, MapVertex, PerTimeVertex, check_each
+from linq.core import HASHABLE, MapVertex, PerTimeVertex, check_each, explained
 from linq.invariant import inherit
 
 __all__ = ["map_stage", "fused_diagnose", "per_time_stage", "key_pairs"]
@@ -60,8 +60,8 @@ def per_time_stage(inputs: List[tuple], op: str, new_state, on_batch, on_done=No
     """A stage of :class:`PerTimeVertex` over ``inputs``: a list of ``(stream, partition_by)``."""
     st = stages.new_stage(lambda: PerTimeVertex(op, new_state, on_batch, on_done, diagnose),
                           name=op)
-    for s, key in inputs:
-        st.new_input(s, key)
+    for edge, (s, key) in enumerate(inputs):
+        st.new_input(s, key if key is None else explained(key, diagnose, edge))
     return inherit(op, [s for s, _ in inputs], st.new_output())
 
 

@@ -11,7 +11,8 @@ from typing import Any, Callable, Hashable, Iterable
 
 from naiad.graph import Stream
 from linq.fusion import Step
-from linq.core import HASHABLE, ITERABLE, UserFunctionError, check_each, label, need_callable
+from linq.core import (HASHABLE, ITERABLE, TRUTH, UserFunctionError, check_each, label,
+                       need_callable)
 from linq.staging import map_stage
 
 __all__ = ["select", "where", "select_many", "partition_by"]
@@ -47,7 +48,7 @@ def where(stream: Stream, pred: Callable[[Any], Any]) -> Stream:
 
     def fn(records: list) -> list:
         return [r for r in records if pred(r)]
-    diagnose = check_each(op, "predicate", pred)
+    diagnose = check_each(op, "predicate", pred, TRUTH)
     return map_stage(stream, op, fn, diagnose, step=Step("where", pred, op, diagnose))
 
 
@@ -69,13 +70,18 @@ def select_many(stream: Stream, f: Callable[[Any], Iterable[Any]]) -> Stream:
 
 
 class _GuardedKey:
-    """A partition key that reports a failing user key function by operator and name."""
+    """A partition key that reports a failing user key function by operator and name (its
+    qualified name is part of a graph's fingerprint: renaming it refuses older checkpoints)."""
 
     __slots__ = ("op", "key")
 
     def __init__(self, op: str, key: Callable[[Any], Hashable]):
         self.op = op
         self.key = key
+
+    @property
+    def __name__(self) -> str:      # what the graph's picture labels the exchange with
+        return getattr(self.key, "__name__", type(self.key).__name__)
 
     def __call__(self, record: Any) -> Hashable:
         try:

@@ -51,6 +51,20 @@ def bad_key(r):
     return {}[r]
 
 
+class _Ambiguous:
+    """A predicate's result without a truth value (as a numpy array of two elements)."""
+
+    def __bool__(self):
+        raise ValueError("the truth value of this object is ambiguous")
+
+
+class _Opaque:
+    """A hashable key that cannot be pickled, so the exchange cannot hash it by value."""
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("not picklable")
+
+
 def gen_reducer(k, rs):
     yield k
     raise ValueError("half way")
@@ -118,6 +132,23 @@ CASES = {
         lambda comp, s: s.select(lambda v: (v, 1.0)).iterate(lambda loop, x: x.spread(
             loop.enter(s.select(lambda v: (v, ([v],)))), lambda v, t: v, _add), 2),
         [[1, 2, 3]], ["spread(<lambda>, add)", "unhashable type: 'list'"]),
+    # From the LINQ audit: a predicate whose result has no truth value was a RuntimeError
+    # naming no record; a key the exchange refuses (a set) blamed partition_by, never called;
+    # a loop's partition_by that raised was a bare exception naming no function.
+    "where result has no truth value": (
+        lambda comp, s: s.where(lambda r: (r, r) if False else _Ambiguous()), [[1, 2]],
+        ["where(<lambda>)", "predicate <lambda>", "whose truth value raised ValueError",
+         "expected a result with a truth value"]),
+    "group_by key a set": (
+        lambda comp, s: s.group_by(lambda r: {r}, lambda k, rs: [len(rs)]), [[1, 2, 3]],
+        ["group_by(<lambda>, <lambda>)", "key <lambda>", "returned unhashable set {",
+         "(called with "]),
+    "join other key not exchangeable": (
+        lambda comp, s: s.join(s, abs, lambda r: _Opaque(), lambda a, b: a), [[1, 2, 3]],
+        ["join(abs, <lambda>, <lambda>)", "key <lambda>", "returned _Opaque", "cannot be exchanged"]),
+    "iterate partition_by raises": (
+        lambda comp, s: s.iterate(lambda x: x.select(abs), 2, partition_by=bad_key), [[1, 2]],
+        ["iterate", "iterate(partition_by=bad_key)", "key bad_key", "KeyError"]),
     "cogroup reducer returns int": (
         lambda comp, s: s.cogroup_by(s, abs, abs, lambda k, a, b: len(a)), [[1]],
         ["cogroup_by(abs, abs, <lambda>)", "returned int", "not iterable"]),
