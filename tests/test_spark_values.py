@@ -284,3 +284,94 @@ def test_a_source_gives_timestamps_of_any_year_and_nested_as_collect_does(spark)
         got = sorted(r for part in naiad.execute(program, processes=2) for r in part)
     assert got == sorted(tuple(r) for r in df.collect())
     assert all(type(r[2][0]) is datetime.datetime for r in got)
+
+
+# ---- from the Spark audit ---------------------------------------------------------------------
+class _SessionZone:
+    """The session's time zone set for a test, then restored."""
+
+    def __init__(self, spark, zone: str):
+        self.spark, self.zone = spark, zone
+
+    def __enter__(self):
+        self.before = self.spark.conf.get("spark.sql.session.timeZone")
+        self.spark.conf.set("spark.sql.session.timeZone", self.zone)
+
+    def __exit__(self, *exc):
+        self.spark.conf.set("spark.sql.session.timeZone", self.before)
+
+
+def test_a_timestamp_whose_year_is_10000_in_the_sessions_zone_reads_as_collect_does(spark):
+    """9999-12-31 20:00 here is in year 10000 in Tokyo: Arrow made an aware datetime there
+    before making it local, and every read failed with OverflowError: date value out of
+    range. Values are now made local from their integer microseconds, as pyspark does."""
+    end = datetime.datetime(9999, 12, 31, 20, 0)
+    with _SessionZone(spark, "Asia/Tokyo"):
+        df = spark.createDataFrame([(end, [end])], "ts timestamp, xs array<timestamp>")
+        want = [tuple(r) for r in df.collect()]
+        got = naiad.spark.execute(df, lambda comp, rows: list(rows),
+                                  schema="ts timestamp, xs array<timestamp>").collect()
+        assert [tuple(r) for r in got] == want
+        by_epoch = naiad.spark.execute(df, lambda comp, rows: list(rows), epoch_column="ts",
+                                       schema="ts timestamp, xs array<timestamp>").collect()
+        assert [tuple(r) for r in by_epoch] == want
+
+
+def test_naive_timestamps_a_frames_program_returns_are_wall_times_of_the_session(spark):
+    """A frames program's table with a naive timestamp, for a timestamp column: the cast read
+    it as UTC, shifted by the session zone's offset from what spark.createDataFrame(table)
+    (and createDataFrame of pandas) make of the same table."""
+    import pyarrow as pa
+    noon = datetime.datetime(2020, 1, 1, 12, 0)
+    with _SessionZone(spark, "America/New_York"):
+        df = spark.createDataFrame([(1,)], "i long").repartition(1)
+
+        def program(comp, tables):
+            import pyarrow as pa
+            return [pa.table({"ts": [noon]})]
+        got = naiad.spark.execute(df, program, processes=1, frames=True,
+                                  schema="ts timestamp").collect()
+        want = spark.createDataFrame(pa.table({"ts": [noon]}), "ts timestamp").collect()
+        assert [r.ts for r in got] == [r.ts for r in want]
+
+
+def test_a_source_gives_day_time_intervals_as_collect_does(spark):
+    """Parquet keeps an interval as an int64 of microseconds: a source gave 86405000000 where
+    collect() gives timedelta(days=1, seconds=5), and an epoch column of intervals failed."""
+    iv = [datetime.timedelta(days=1, seconds=5), datetime.timedelta(microseconds=-7)]
+    df = spark.createDataFrame([(v, [v]) for v in iv],
+                               "iv interval day to second, xs array<interval day to second>")
+
+    def program(comp):
+        return [tuple(r) for r in src.rows(comp)]
+
+    def per_epoch(comp):
+        comp.activate()
+        comp.join()
+        return [sorted(r[0] for r in rows) for rows in src.rows(comp).by_epoch()]
+    with naiad.spark.source(df) as src:
+        got = sorted(r for part in naiad.execute(program, processes=2) for r in part)
+    assert got == sorted(tuple(r) for r in df.collect())
+    with naiad.spark.source(df, epoch_column="iv") as src:
+        epochs = naiad.execute(per_epoch, processes=1)[0]
+    assert epochs == [[min(iv)], [max(iv)]]
+
+
+def test_two_wall_times_of_the_hour_repeated_at_the_end_of_summer_time_are_two_epochs():
+    """pyspark gives the second 01:30 of a night when clocks go back with fold=1, and Python's
+    equality ignores fold: both instants, two epochs for Spark, were fed in one."""
+    from naiad.spark.io import EpochSpec
+    first = datetime.datetime(2024, 11, 3, 1, 30)
+    second = first.replace(fold=1)
+    spec = EpochSpec("ts", lambda r: r[0], [first, second])
+    assert len(spec.index) == 2
+    from naiad.spark.io import _epoch_key
+    assert spec.index[_epoch_key(second)] == 1 and spec.index[_epoch_key(first)] == 0
+
+
+def test_to_dataframe_refuses_an_epoch_column_named_like_a_column_but_for_case(spark):
+    """Spark compares names without case: 'epoch' beside 'Epoch' made a DataFrame whose
+    epoch column could not be selected (AMBIGUOUS_REFERENCE)."""
+    with pytest.raises(ValueError, match="Spark compares names without case"):
+        naiad.spark.to_dataframe(spark, {0: [(1,)], 1: [(2,)]}, "Epoch long",
+                                 epoch_column="epoch")

@@ -97,9 +97,11 @@ def to_dataframe(spark, records: Any, schema: Any = None, *,
         epochs = sorted(records)
         if epoch_column is not None:
             names = schema.names if hasattr(schema, "names") else list(schema or [])
-            if epoch_column in names:
+            if epoch_column.lower() in (n.lower() for n in names):
+                # Spark compares names without case: 'Epoch' and 'epoch' would be one name.
                 msg = (f"to_dataframe: epoch_column {epoch_column!r} is also a column of the "
-                       f"schema ({', '.join(names)}); name the epoch column otherwise")
+                       f"schema ({', '.join(names)}; Spark compares names without case); "
+                       "name the epoch column otherwise")
                 raise ValueError(msg)
             tup = _one if single else _as_tuple
             rows = [(e,) + tuple(tup(r)) for e in epochs for r in records[e]]

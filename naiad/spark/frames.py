@@ -194,9 +194,24 @@ def result_batches(result: Any, schema: pa.Schema, inferred: bool = False
                    f"columns are {item.column_names}")
             raise ValueError(msg)
         try:
-            table = item.select(schema.names).cast(schema)
+            table = _wall_times(item.select(schema.names), schema).cast(schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as exc:
             msg = (f"the program's table {item.schema} does not cast to the result schema "
                    f"{schema}: {exc}")
             raise TypeError(msg) from exc
         yield from table.to_batches()
+
+
+def _wall_times(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with each naive timestamp column bound for an instant column (Spark's
+    ``TimestampType``, a timestamp of the session's zone in ``schema``) read as wall times of
+    that zone, as Spark's ``createDataFrame`` reads them: a cast alone reads them as UTC."""
+    for i, field in enumerate(schema):
+        want, got = field.type, table.schema.field(i).type
+        if (pa.types.is_timestamp(want) and want.tz is not None
+                and pa.types.is_timestamp(got) and got.tz is None):
+            import pyarrow.compute as pc
+            local = pc.assume_timezone(table.column(i), timezone=want.tz,
+                                       ambiguous="earliest", nonexistent="earliest")
+            table = table.set_column(i, field.name, local)
+    return table

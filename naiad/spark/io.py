@@ -89,8 +89,15 @@ class _NaN:
     NaN equals nothing, not even itself, so a NaN cannot find its epoch in a dict)."""
 
 
+class _Folded:
+    """Marks the second of two equal wall-clock times (``fold=1``, the hour repeated when
+    daylight saving time ends): Python's equality ignores ``fold``, Spark's instants differ."""
+
+
 def _epoch_key(v: Any) -> Any:
-    return _NaN if v != v else v
+    if v != v:
+        return _NaN
+    return (_Folded, v) if getattr(v, "fold", 0) else v
 
 
 class EpochSpec:

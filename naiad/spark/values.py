@@ -28,9 +28,6 @@ import pyarrow as pa
 
 __all__ = ["tuples", "column_values", "as_utc_instants", "instant_marks"]
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_MICROSECOND = datetime.timedelta(microseconds=1)
-
 
 def tuples(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple]:
     """The rows of ``batches`` as tuples of pyspark's values, in column order."""
@@ -40,15 +37,41 @@ def tuples(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple]:
 
 
 def column_values(column: Any) -> List[Any]:
-    """The values of one Arrow column as pyspark gives them."""
+    """The values of one Arrow column as pyspark gives them.  Instants are read as integers
+    (``_as_integers``) and made local from those, as pyspark does: Arrow would first make an
+    aware datetime in UTC, which does not exist for a local 9999-12-31 23:00 west of UTC."""
     convert = _converter(column.type)
-    values = column.to_pylist()
-    return values if convert is None else [None if v is None else convert(v) for v in values]
+    if convert is None:
+        return column.to_pylist()
+    ints = _as_integers(column.type)
+    if ints != column.type:
+        column = column.cast(ints)
+    return [None if v is None else convert(v) for v in column.to_pylist()]
+
+
+def _as_integers(t: pa.DataType) -> pa.DataType:
+    """``t`` with each time-zone aware timestamp made an int64 of its unit, where it is (at
+    the top, in lists, maps and structs)."""
+    if pa.types.is_timestamp(t):
+        return pa.int64() if t.tz is not None else t
+    if pa.types.is_map(t):
+        return pa.map_(_as_integers(t.key_type), _as_integers(t.item_type))
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_as_integers(t.field(i).type))
+                          for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(_as_integers(t.value_type))
+    if pa.types.is_large_list(t):
+        return pa.large_list(_as_integers(t.value_type))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_as_integers(t.value_type), t.list_size)
+    return t
 
 
 def as_utc_instants(batch: pa.RecordBatch, columns: Dict[str, Any]) -> pa.RecordBatch:
     """``batch`` with the naive timestamps of ``columns`` read as UTC instants: Spark writes
-    its ``TimestampType`` to Parquet as INT96 in UTC, which Arrow reads as naive timestamps.
+    its ``TimestampType`` to Parquet as INT96 in UTC, which Arrow reads as naive timestamps
+    (and its day-time intervals, which Arrow reads as integers, as durations).
     ``columns`` maps a column to where its instants are (:func:`instant_marks`), at the top
     or inside lists, structs and maps (``TimestampNTZType`` values stay naive)."""
     if not columns:
@@ -66,10 +89,14 @@ def as_utc_instants(batch: pa.RecordBatch, columns: Dict[str, Any]) -> pa.Record
 
 def instant_marks(spark_type: Any) -> Any:
     """Where a Spark type holds ``TimestampType`` values: True for one, ``("list", m)``,
-    ``("map", k, v)`` or ``("struct", {field: m})`` around them, None where there is none."""
+    ``("map", k, v)`` or ``("struct", {field: m})`` around them, None where there is none.
+    A ``DayTimeIntervalType`` (Parquet keeps it as an int64 of microseconds) is marked
+    ``"interval"``, to be read back as a duration (a ``timedelta``, as ``collect()`` gives)."""
     name = spark_type.typeName()
     if name == "timestamp":
         return True
+    if name == "daytimeinterval":
+        return "interval"
     if name == "array":
         inner = instant_marks(spark_type.elementType)
         return None if inner is None else ("list", inner)
@@ -89,6 +116,8 @@ def _utc_type(t: pa.DataType, marks: Any) -> pa.DataType:
         return t
     if marks is True:
         return pa.timestamp(t.unit, tz="UTC") if pa.types.is_timestamp(t) and t.tz is None else t
+    if marks == "interval":
+        return pa.duration("us") if pa.types.is_integer(t) else t
     if marks[0] == "list" and (pa.types.is_list(t) or pa.types.is_large_list(t)):
         inner = _utc_type(t.value_type, marks[1])
         return pa.list_(inner) if pa.types.is_list(t) else pa.large_list(inner)
@@ -105,7 +134,7 @@ def _converter(t: pa.DataType) -> Optional[Callable[[Any], Any]]:
     """A function from Arrow's Python value of type ``t`` to pyspark's, or None when the two
     are the same."""
     if pa.types.is_timestamp(t):
-        return _local_naive if t.tz is not None else None
+        return _local_naive_of(t.unit) if t.tz is not None else None
     if pa.types.is_map(t):
         key, item = _converter(t.key_type), _converter(t.item_type)
         return lambda pairs: {(k if key is None or k is None else key(k)):
@@ -124,8 +153,17 @@ def _converter(t: pa.DataType) -> Optional[Callable[[Any], Any]]:
     return None
 
 
-def _local_naive(value: datetime.datetime) -> datetime.datetime:
-    """A time-zone aware instant as pyspark gives a ``TimestampType`` value: a naive datetime
-    in the local time zone (``TimestampType.fromInternal``, from whole microseconds)."""
-    us = (value - _EPOCH) // _MICROSECOND
-    return datetime.datetime.fromtimestamp(us // 1_000_000).replace(microsecond=us % 1_000_000)
+_PER_US = {"s": (1_000_000, 1), "ms": (1_000, 1), "us": (1, 1), "ns": (1, 1_000)}
+
+
+def _local_naive_of(unit: str) -> Callable[[int], datetime.datetime]:
+    """From an instant of ``unit`` since 1970 (an integer) to pyspark's ``TimestampType``
+    value: a naive datetime in the local time zone (``TimestampType.fromInternal``, from whole
+    microseconds)."""
+    times, per = _PER_US[unit]
+
+    def local(value: int) -> datetime.datetime:
+        us = value * times // per
+        return datetime.datetime.fromtimestamp(us // 1_000_000).replace(
+            microsecond=us % 1_000_000)
+    return local
