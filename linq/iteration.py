@@ -46,7 +46,7 @@ class _FedBackKey(_GuardedKey):
 
     @property
     def func(self) -> Callable[[Any], Any]:
-        return self.key
+        return getattr(self.key, "func", self.key)     # a partial's function, as before
 
 
 def _loop(stream: Stream, body: Callable[[Stream], Stream], iterations: int, what: str,

@@ -50,13 +50,30 @@ def _ipc(obj: Union[pa.Table, pa.RecordBatch]) -> pickle.PickleBuffer:
     return pickle.PickleBuffer(buffer)
 
 
-def reduce_table(table: pa.Table) -> Tuple[Callable[[Any], pa.Table], tuple]:
-    """The pickle reduction of ``table``: its IPC stream as one (out-of-band) buffer."""
+def reduce_table(table: pa.Table) -> Tuple[Callable[..., pa.Table], tuple]:
+    """The pickle reduction of ``table``: its IPC stream as one (out-of-band) buffer; or
+    pyarrow's own, for a table with an extension type (IPC rebuilds one only where it is
+    registered, and would give the storage type elsewhere)."""
+    if _extended(table.schema):
+        return table.__reduce__()
     return table_from_ipc, (_ipc(table),)
 
 
-def reduce_batch(batch: pa.RecordBatch) -> Tuple[Callable[[Any], pa.RecordBatch], tuple]:
+def reduce_batch(batch: pa.RecordBatch) -> Tuple[Callable[..., pa.RecordBatch], tuple]:
+    if _extended(batch.schema):
+        return batch.__reduce__()
     return batch_from_ipc, (_ipc(batch),)
+
+
+def _extended(schema: pa.Schema) -> bool:
+    """Whether an extension type is among ``schema``'s types, at any depth."""
+    return any(_has_extension(f.type) for f in schema)
+
+
+def _has_extension(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        return True
+    return any(_has_extension(t.field(i).type) for i in range(t.num_fields))
 
 
 def table_from_ipc(data: Any) -> pa.Table:

@@ -68,12 +68,13 @@ class SampleParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, extra = super().parse_known_args(args, namespace)
-        processes, workers = getattr(parsed, "processes", 1), getattr(parsed, "workers", 1)
+        processes = getattr(parsed, "processes", 1)
+        workers = getattr(parsed, "workers", getattr(parsed, "threads", 1))
         if isinstance(processes, int) and isinstance(workers, int):
             try:
                 naiad.config.check_layout(processes, workers)
             except ValueError as exc:
-                self.error(f"-n/--processes x -t/--workers: {exc}")
+                self.error(f"-n x -t (processes x workers): {exc}")
         return parsed, extra
 
 

@@ -239,3 +239,22 @@ def test_streams_from_different_loops_do_not_mix():
     s = comp.new_input().stream
     with pytest.raises(naiad.GraphError):
         s.iterate(lambda x: x.join(s, abs, abs, max), 2)
+
+
+def _route(n, r):
+    return r % n
+
+
+def test_a_guarded_loop_partition_keeps_the_graphs_fingerprint_of_its_function():
+    """The fingerprint names a feedback's partition function; guarding it (for its errors)
+    must not change that name, or checkpoints written before would be refused on resume: a
+    plain function and a functools.partial both keep their function's name."""
+    import functools
+    from naiad.graph import _qualified
+    for key in (abs, functools.partial(_route, 3)):
+        comp = naiad.Computation()
+        comp.new_input().stream.iterate(lambda x: x.select(abs), 2, partition_by=key)
+        keys = [c.exchange.key for c in comp.graph.connectors
+                if c.exchange is not None and c.exchange.key is not None]
+        want = "builtins.abs" if key is abs else f"{__name__}._route"
+        assert want in [_qualified(k) for k in keys], [_qualified(k) for k in keys]

@@ -328,11 +328,14 @@ def test_naive_timestamps_a_frames_program_returns_are_wall_times_of_the_session
 
         def program(comp, tables):
             import pyarrow as pa
-            return [pa.table({"ts": [noon]})]
+            return [pa.table({"ts": [noon], "xs": [[noon]], "st": [{"t": noon}]})]
+        schema = "ts timestamp, xs array<timestamp>, st struct<t:timestamp>"
         got = naiad.spark.execute(df, program, processes=1, frames=True,
-                                  schema="ts timestamp").collect()
-        want = spark.createDataFrame(pa.table({"ts": [noon]}), "ts timestamp").collect()
-        assert [r.ts for r in got] == [r.ts for r in want]
+                                  schema=schema).collect()
+        want = spark.createDataFrame(
+            pa.table({"ts": [noon], "xs": [[noon]], "st": [{"t": noon}]}), schema).collect()
+        assert [tuple(r) for r in got] == [tuple(r) for r in want]
+        assert got[0].ts == got[0].xs[0] == got[0].st.t
 
 
 def test_a_source_gives_day_time_intervals_as_collect_does(spark):
@@ -369,9 +372,34 @@ def test_two_wall_times_of_the_hour_repeated_at_the_end_of_summer_time_are_two_e
     assert spec.index[_epoch_key(second)] == 1 and spec.index[_epoch_key(first)] == 0
 
 
+def test_instants_of_the_repeated_hour_sort_as_spark_orders_them(monkeypatch):
+    """01:30 EDT, 01:45 EDT, 01:15 EST, 01:30 EST: sorted by wall time (fold ignored) the
+    epochs came in the order 01:15 EST, 01:30 (either), 01:30, 01:45 EDT."""
+    import time as _time
+    from naiad.spark.io import _instant_order
+    monkeypatch.setenv("TZ", "America/New_York")
+    _time.tzset()
+    try:
+        instants = [1730611800, 1730612700, 1730614500, 1730615400]     # in Spark's order
+        local = [datetime.datetime.fromtimestamp(t) for t in instants]  # as pyspark gives
+        assert [v.fold for v in local] == [0, 0, 1, 1]
+        assert sorted(reversed(local), key=_instant_order) == local
+        assert sorted([None] + local[::2], key=_instant_order)[0] is None
+    finally:
+        monkeypatch.undo()
+        _time.tzset()
+
 def test_to_dataframe_refuses_an_epoch_column_named_like_a_column_but_for_case(spark):
     """Spark compares names without case: 'epoch' beside 'Epoch' made a DataFrame whose
     epoch column could not be selected (AMBIGUOUS_REFERENCE)."""
     with pytest.raises(ValueError, match="Spark compares names without case"):
         naiad.spark.to_dataframe(spark, {0: [(1,)], 1: [(2,)]}, "Epoch long",
                                  epoch_column="epoch")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:            # where Spark tells the two names apart, so does to_dataframe
+        df = naiad.spark.to_dataframe(spark, {0: [(1,)], 1: [(2,)]}, "Epoch long",
+                                      epoch_column="epoch")
+        assert sorted(tuple(r) for r in df.select("epoch", "Epoch").collect()) == [(0, 1),
+                                                                                  (1, 2)]
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", "false")

@@ -97,10 +97,14 @@ def to_dataframe(spark, records: Any, schema: Any = None, *,
         epochs = sorted(records)
         if epoch_column is not None:
             names = schema.names if hasattr(schema, "names") else list(schema or [])
-            if epoch_column.lower() in (n.lower() for n in names):
-                # Spark compares names without case: 'Epoch' and 'epoch' would be one name.
+            exact = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+            same = (lambda a, b: a == b) if exact else (lambda a, b: a.lower() == b.lower())
+            if any(same(epoch_column, n) for n in names):
+                # Spark compares names without case (unless spark.sql.caseSensitive is set):
+                # 'Epoch' and 'epoch' would be one name.
                 msg = (f"to_dataframe: epoch_column {epoch_column!r} is also a column of the "
-                       f"schema ({', '.join(names)}; Spark compares names without case); "
+                       f"schema ({', '.join(names)}"
+                       f"{'' if exact else '; Spark compares names without case'}); "
                        "name the epoch column otherwise")
                 raise ValueError(msg)
             tup = _one if single else _as_tuple

@@ -203,15 +203,42 @@ def result_batches(result: Any, schema: pa.Schema, inferred: bool = False
 
 
 def _wall_times(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with each naive timestamp column bound for an instant column (Spark's
-    ``TimestampType``, a timestamp of the session's zone in ``schema``) read as wall times of
-    that zone, as Spark's ``createDataFrame`` reads them: a cast alone reads them as UTC."""
+    """``table`` with the naive timestamps bound for instants (Spark's ``TimestampType``, a
+    timestamp of the session's zone in ``schema``, at the top or inside lists, maps and structs)
+    read as wall times of that zone, as Spark's ``createDataFrame`` reads them (by pyspark's
+    own function): a cast alone reads them as UTC."""
     for i, field in enumerate(schema):
-        want, got = field.type, table.schema.field(i).type
-        if (pa.types.is_timestamp(want) and want.tz is not None
-                and pa.types.is_timestamp(got) and got.tz is None):
+        zone = _zone(field.type)
+        if zone is None or not _naive(table.schema.field(i).type):
+            continue
+        from pyspark.sql.pandas.types import from_arrow_type
+        try:
+            from pyspark.sql.pandas.types import _check_arrow_array_timestamps_localize as local
+        except ImportError:     # another pyspark: the top-level columns, as it does them
             import pyarrow.compute as pc
-            local = pc.assume_timezone(table.column(i), timezone=want.tz,
-                                       ambiguous="earliest", nonexistent="earliest")
-            table = table.set_column(i, field.name, local)
+
+            def local(a, dt, truncate, timezone):
+                if not pa.types.is_timestamp(a.type):
+                    return a
+                return pc.assume_timezone(a, timezone=timezone)
+        column = local(table.column(i), from_arrow_type(field.type), True, zone)
+        table = table.set_column(i, field.name, column)
     return table
+
+
+def _zone(t: pa.DataType):
+    """The time zone of the first aware timestamp in ``t`` (the session's), or None."""
+    if pa.types.is_timestamp(t):
+        return t.tz
+    for j in range(t.num_fields):
+        zone = _zone(t.field(j).type)
+        if zone is not None:
+            return zone
+    return None
+
+
+def _naive(t: pa.DataType) -> bool:
+    """Whether ``t`` holds a naive timestamp, at any depth."""
+    if pa.types.is_timestamp(t):
+        return t.tz is None
+    return any(_naive(t.field(j).type) for j in range(t.num_fields))

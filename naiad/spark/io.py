@@ -84,6 +84,12 @@ def _value_order(v: Any):
     return (v is not None, nan, None if v is None or nan else v)
 
 
+def _instant_order(v: Any):
+    """The sort key of a ``TimestampType`` value (a local naive datetime): null first, then
+    by the instant it stands for (``timestamp()`` reads ``fold``)."""
+    return (v is not None, None if v is None else v.timestamp())
+
+
 class _NaN:
     """The one epoch of every NaN of an epoch column (Spark's distinct makes them one value;
     NaN equals nothing, not even itself, so a NaN cannot find its epoch in a dict)."""
@@ -224,6 +230,12 @@ def epoch_spec(data: Any, column: Optional[Union[str, int]]) -> Optional[EpochSp
             raise TypeError(msg)
         values = [r[0] for r in data.select(data.columns[pos]).distinct().collect()]
         key: Callable = _Position(pos)
+        if kind == "timestamp":
+            # Instants, which pyspark gives as local wall times: the hour repeated when summer
+            # time ends has two instants per wall time (fold 0 then 1), and only the instant
+            # orders them as Spark does.
+            values.sort(key=_instant_order)
+            return EpochSpec(column, key, values)
     else:
         key = _Position(column) if isinstance(column, int) else _Field(column)
         values = data.map(key).distinct().collect()
