@@ -1,7 +1,9 @@
 """PageRank by columns: ranks iterate as Arrow tables, the graph enters the loop once.
 
 The same PageRank as :mod:`samples.pagerank` (rank that reaches a node without out-edges is not
-passed on; ranks start at ``1 / N``), with integer node ids ``0 .. N-1``:
+passed on; ranks start at ``1 / N``), with integer node ids ``0 .. N-1`` (with ``--rmat``, N is
+``2**SCALE``, nodes without an edge included, where :mod:`samples.pagerank` takes the nodes
+with an edge: their ranks differ by that N):
 
 * ``edges``: a table ``(src, dst, w)`` with ``w = 1 / outdegree(src)``, plus a zero-weight
   self edge ``(v, v, 0.0)`` for every node, so that every node keeps a row in every iteration
@@ -198,7 +200,8 @@ def power_iteration(edges: Sequence[Tuple[int, int]], nodes: int, iterations: in
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = sample_parser("frames_pagerank", __doc__)
     parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
-                        help="an RMAT graph of 2**SCALE nodes instead of the Debian graph")
+                        help="an RMAT graph of 2**SCALE nodes (those without an edge too) "
+                             "instead of the Debian graph")
     parser.add_argument("--iterations", type=positive, default=10)
     parser.add_argument("-n", "--processes", type=positive, default=1)
     parser.add_argument("-t", "--threads", type=positive, default=1)

@@ -30,7 +30,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import linq  # noqa: F401 - installs the Stream methods
 import naiad
-from samples._options import naiad_sample, positive, sample_parser
+from samples._options import max_difference, naiad_sample, positive, sample_parser
 from naiad.graph import Stream
 from naiad.testing import shard as share_of
 
@@ -173,7 +173,7 @@ def main(argv: Iterable[str] = None) -> int:
     got = run_kmeans(points, args.k, args.iterations, args.processes, args.workers)
     took = time.perf_counter() - t0
     want = lloyd(points, args.k, args.iterations)
-    err = max(abs(a - b) for cid in want for a, b in zip(got[cid], want[cid]))
+    err = max_difference(abs(a - b) for cid in want for a, b in zip(got[cid], want[cid]))
     print(f"k-means, {args.points} points, k={args.k}, {args.iterations} iterations, "
           f"{args.processes} process(es) x {args.workers} worker(s): {took:.2f} s; "
           f"max difference from plain Lloyd {err:.1e}")

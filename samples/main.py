@@ -20,7 +20,7 @@ Rank reaching a node without out-edges is not passed on, as in :mod:`samples.pag
 
     python -m samples.main                       # Debian's packages (or the import graph)
     python -m samples.main --graph imports       # the stdlib import graph, 2 processes
-    python -m samples.main --rmat 14 -n 2        # a Graph500 RMAT graph of 2**14 nodes
+    python -m samples.main --rmat 14 -n 2        # a Graph500 RMAT graph over 2**14 node ids
     python -m samples.main --monitor 8000        # and watch it on http://127.0.0.1:8000/
 
 >>> from naiad.testing import run
@@ -44,7 +44,8 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import numpy as np
 
 import naiad
-from samples._options import naiad_sample, port, positive, rmat_scale, sample_parser
+from samples._options import (max_difference, naiad_sample, port, positive, rmat_scale,
+                              sample_parser)
 import stages
 from naiad.partition import key_hash, route_keys
 
@@ -287,7 +288,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="Debian's package dependencies (auto: when apt-cache has them) or "
                              "the standard library's import graph")
     parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
-                        help="a Graph500 RMAT graph of 2**SCALE nodes instead")
+                        help="a Graph500 RMAT graph over 2**SCALE node ids (its nodes with an "
+                             "edge) instead")
     parser.add_argument("--monitor", type=port, metavar="PORT",
                         help="serve the live monitoring page on http://127.0.0.1:PORT/")
     args = parser.parse_args(argv)
@@ -350,7 +352,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from samples.pagerank import power_iteration
         want = power_iteration(adjacency(edges)[1], args.iterations)
         got = dict(ranks.collect())
-        err = max(abs(got[u] - want[u]) for u in want)
+        err = max_difference(abs(got[u] - want[u]) for u in want)
         print(f"Checked against a plain power iteration: max difference {err:.1e}")
     print(f"Total time {time.perf_counter() - start:.1f} s (Spark start-up included)")
     return 0 if err < 1e-9 else 1

@@ -49,7 +49,7 @@ import naiad
 from naiad.graph import Stream
 from naiad.testing import shard
 from samples.graphs import adjacency, rmat_edges, stdlib_import_graph
-from samples._options import naiad_sample, positive, rmat_scale, sample_parser
+from samples._options import max_difference, naiad_sample, positive, rmat_scale, sample_parser
 
 __all__ = ["pagerank", "pagerank_invariant", "pagerank_spread", "power_iteration", "program", "run_pagerank", "main"]
 
@@ -225,7 +225,8 @@ def run_pagerank(edges: Sequence[Tuple[Hashable, Hashable]], iterations: int,
 def main(argv: Iterable[str] = None) -> int:
     parser = sample_parser("pagerank", __doc__)
     parser.add_argument("--rmat", type=rmat_scale, metavar="SCALE",
-                        help="an RMAT graph of 2**SCALE nodes instead of the stdlib import graph")
+                        help="an RMAT graph over 2**SCALE node ids (its nodes with an edge) "
+                             "instead of the stdlib import graph")
     parser.add_argument("-i", "--iterations", type=positive, default=10)
     parser.add_argument("-n", "--processes", type=positive, default=1)
     parser.add_argument("-t", "--workers", type=positive, default=1)
@@ -240,7 +241,7 @@ def main(argv: Iterable[str] = None) -> int:
                          combiner=not args.no_combiner, invariant=args.invariant)
     took = time.perf_counter() - t0
     want = power_iteration(adjacency(edges)[1], args.iterations)
-    err = max(abs(ranks[u] - want[u]) for u in want)
+    err = max_difference(abs(ranks[u] - want[u]) for u in want)
     print(f"PageRank, {args.iterations} iterations, {len(want)} nodes, {len(edges)} edges, "
           f"{args.processes} process(es) x {args.workers} worker(s): {took:.2f} s; "
           f"max difference from the plain power iteration {err:.1e}")

@@ -19,7 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import naiad
 from samples.kmeans import kmeans, lloyd
-from samples._options import naiad_sample, positive, sample_parser
+from samples._options import max_difference, naiad_sample, positive, sample_parser
 
 __all__ = ["KMeansProgram", "points_frame", "main"]
 
@@ -100,7 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ordered = [(r.x, r.y) for r in points.orderBy("id").select("x", "y").collect()]
     want = lloyd(ordered, args.k, args.iterations)
     got = {r.cluster: (r.cx, r.cy) for r in centroids.collect()}
-    err = max(abs(a - b) for cid in want for a, b in zip(got[cid], want[cid]))
+    err = max_difference(abs(a - b) for cid in want for a, b in zip(got[cid], want[cid]))
     print(f"Checked against plain Lloyd iterations: max difference {err:.1e}")
     print(f"Total time {time.perf_counter() - start:.1f} s (Spark start-up included)")
     return 0 if err < 1e-9 else 1

@@ -104,3 +104,24 @@ def test_samples_main_run(capsys):
     assert mapreduce.main(["--files", "12", "--per-epoch", "6"]) == 0
     out = capsys.readouterr().out
     assert "equal to collections.Counter" in out and "equal to networkx" in out
+
+
+def test_a_self_check_fails_a_result_holding_nan(monkeypatch, capsys):
+    """The samples compared with max(|got - want|) < 1e-9, and max skips a NaN that is not
+    first: a rank or a centroid of NaN passed the check (from the samples audit)."""
+    real_ranks, real_centroids = pagerank.run_pagerank, kmeans.run_kmeans
+
+    def nan_rank(*args, **kwargs):
+        ranks = real_ranks(*args, **kwargs)
+        ranks[sorted(ranks)[-1]] = float("nan")
+        return ranks
+
+    def nan_centroid(*args, **kwargs):
+        centroids = real_centroids(*args, **kwargs)
+        centroids[max(centroids)] = (float("nan"), float("nan"))
+        return centroids
+    assert pagerank.main(["--rmat", "6"]) == 0 and kmeans.main(["--points", "300"]) == 0
+    monkeypatch.setattr(pagerank, "run_pagerank", nan_rank)
+    monkeypatch.setattr(kmeans, "run_kmeans", nan_centroid)
+    assert pagerank.main(["--rmat", "6"]) == 1
+    assert kmeans.main(["--points", "300"]) == 1
