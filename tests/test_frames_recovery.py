@@ -69,7 +69,8 @@ def test_input_logs_and_checkpoints_hold_rows_once_and_no_routing_cache(tmp_path
 
 class KeepSlices(naiad.Vertex):
     """Keeps every table it is given (slices of the fed tables, state across epochs) and sends,
-    at each epoch's end, the running number of rows and sum of ``x`` of its tables."""
+    at each epoch's end, what :meth:`report` says of the tables kept: here the running number
+    of rows and sum of ``x``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,9 +85,12 @@ class KeepSlices(naiad.Vertex):
 
     def on_notify(self, time: naiad.Timestamp) -> None:
         self.kept.extend(self.pending.pop(time))
+        self.send_by(0, self.report(), time)
+
+    def report(self) -> Any:
         rows = sum(t.num_rows for t in self.kept)
         total = sum(int(np.asarray(t["x"]).sum()) for t in self.kept)
-        self.send_by(0, (self.index, rows, total), time)
+        return (self.index, rows, total)
 
 
 def _kept(epochs: int, marker: Path, kill_epoch: int, rows: int):
@@ -151,23 +155,11 @@ class Tagged(pa.ExtensionType):
         return cls()
 
 
-class KeptTypes(naiad.Vertex):
+class KeptTypes(KeepSlices):
     """Keeps the tables it is given and sends, at each epoch's end, the column types it holds."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.kept: List[Any] = []
-        self.pending: Dict[naiad.Timestamp, List[Any]] = {}
-
-    def on_recv_batch(self, edge: int, messages: List[Any], time: naiad.Timestamp) -> None:
-        if time not in self.pending:
-            self.pending[time] = []
-            self.notify_at(time)
-        self.pending[time].extend(messages)
-
-    def on_notify(self, time: naiad.Timestamp) -> None:
-        self.kept.extend(self.pending.pop(time))
-        self.send_by(0, sorted({str(t.schema.field("e").type) for t in self.kept}), time)
+    def report(self) -> Any:
+        return sorted({str(t.schema.field("e").type) for t in self.kept})
 
 
 def _typed(epochs: int, marker: Path):
