@@ -40,10 +40,18 @@ class Tracker:
     Every pointstamp ``(loc, time)`` has an occurrence count: the net number of unfinished events
     (messages in flight, requested notifications) there, as far as this worker has heard.  The
     count may dip below zero when a retirement is heard before the event it retires.  A pointstamp
-    is *active* while its count is positive; its precursor count is the number of other active
-    pointstamps that could result in it, kept up to date as pointstamps activate and deactivate.
-    The *frontier* is the set of active pointstamps with no precursor: nothing can happen any more
-    that would lead to an event before them.
+    is *active* while its count is positive.  The *frontier* is the set of active pointstamps that
+    no other active pointstamp could result in: nothing can happen any more that would lead to an
+    event before them.
+
+    Only a few active pointstamps can matter to the frontier.  Path summaries never change the
+    epoch and never move counters back, so at one location the active time with the least
+    counters of an epoch could result in every other time of that epoch there, and it in turn is
+    covered by an earlier epoch's least time at the location when that one's counters are no
+    greater.  The tracker keeps, for each location, this *staircase* of least times (epochs
+    increasing, counters decreasing) and counts precursors exactly among the staircases only:
+    a loop with a thousand notification requests pending over twenty epochs has a few
+    staircase times per location, and a change elsewhere compares itself with those.
 
     >>> from naiad.progress.reachability import GraphBuilder
     >>> from naiad.progress.summary import PathSummary
@@ -66,12 +74,17 @@ class Tracker:
         self.version = 0
         self._depths = {loc: reach.depth(loc) for loc in reach.locations()}
         # Which locations each can reach and be reached from (itself included), and the
-        # active times by location: a change looks only at active pointstamps that could be
-        # related to it, not at every one (wide graphs have thousands).
+        # staircase times by location: a change looks only at staircase pointstamps that could
+        # be related to it, not at every one (wide graphs have thousands).
         self._targets, self._sources = reach.related()   # shared by the process's workers
-        self._active_at: dict[int, set[Timestamp]] = {}
         self._counts: dict[Pointstamp, int] = {}
-        self._precursors: dict[Pointstamp, int] = {}  # exactly the active pointstamps
+        # The counters of the active times of each (location, epoch), the least of them by
+        # location and epoch, and the staircase of each location (epoch -> counters).
+        self._groups: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+        self._least: dict[int, dict[int, tuple[int, ...]]] = {}
+        self._stairs: dict[int, dict[int, tuple[int, ...]]] = {}
+        self._active_at: dict[int, set[Timestamp]] = {}   # the staircase times by location
+        self._precursors: dict[Pointstamp, int] = {}      # exactly the staircase pointstamps
         self._frontier: set[Pointstamp] = set()
         self._unchecked = 0
 
@@ -94,7 +107,7 @@ class Tracker:
         """Validation is quadratic in the active pointstamps: after every update while they are
         few, and after every 64th update when many are active, so debug runs stay usable."""
         self._unchecked += 1
-        if len(self._precursors) <= 64 or self._unchecked >= 64:
+        if len(self._counts) <= 64 or self._unchecked >= 64:
             self._unchecked = 0
             self.validate()
 
@@ -112,9 +125,9 @@ class Tracker:
         else:
             del self._counts[p]
         if old <= 0 < new:
-            self._activate(p)
+            self._activate(loc, time)
         elif new <= 0 < old:
-            self._deactivate(p)
+            self._deactivate(loc, time)
 
     def _reject(self, p: Pointstamp) -> None:
         loc, time = p
@@ -131,8 +144,66 @@ class Tracker:
         )
         raise ValueError(msg)
 
+    def _activate(self, loc: int, time: Timestamp) -> None:
+        self.version += 1
+        epoch, counters = time
+        group = self._groups.get((loc, epoch))
+        if group is None:
+            self._groups[loc, epoch] = {counters}
+            self._set_least(loc, epoch, counters)
+        else:
+            group.add(counters)
+            if counters < self._least[loc][epoch]:
+                self._set_least(loc, epoch, counters)
+
+    def _deactivate(self, loc: int, time: Timestamp) -> None:
+        self.version += 1
+        epoch, counters = time
+        group = self._groups[loc, epoch]
+        group.discard(counters)
+        if not group:
+            del self._groups[loc, epoch]
+            self._set_least(loc, epoch, None)
+        elif counters == self._least[loc][epoch]:
+            self._set_least(loc, epoch, min(group))
+
+    def _set_least(self, loc: int, epoch: int, counters: tuple[int, ...] | None) -> None:
+        """Record the least counters of ``(loc, epoch)`` (None: none active) and bring the
+        location's staircase, and so the precursor counts, up to date."""
+        least = self._least.get(loc)
+        if least is None:
+            least = self._least[loc] = {}
+        if counters is None:
+            del least[epoch]
+            if not least:
+                del self._least[loc]
+        else:
+            least[epoch] = counters
+        stair: dict[int, tuple[int, ...]] = {}
+        if len(least) == 1:
+            stair = dict(least)
+        elif least:
+            low: tuple[int, ...] | None = None
+            for e in sorted(least):
+                c = least[e]
+                if low is None or c < low:
+                    stair[e] = low = c
+        old = self._stairs.get(loc, {})
+        if stair == old:
+            return
+        for e, c in old.items():
+            if stair.get(e) != c:
+                self._leave((loc, Timestamp(e, c)))
+        for e, c in stair.items():
+            if old.get(e) != c:
+                self._join((loc, Timestamp(e, c)))
+        if stair:
+            self._stairs[loc] = stair
+        else:
+            del self._stairs[loc]
+
     def _related(self, locs: frozenset[int]) -> Iterable[Pointstamp]:
-        """The active pointstamps at ``locs``: through the smaller of the two sets."""
+        """The staircase pointstamps at ``locs``: through the smaller of the two sets."""
         active_at = self._active_at
         if len(locs) <= len(active_at):
             for loc in locs:
@@ -146,7 +217,9 @@ class Tracker:
                     for t in times:
                         yield loc, t
 
-    def _activate(self, p: Pointstamp) -> None:
+    def _join(self, p: Pointstamp) -> None:
+        """``p`` joins its location's staircase: count its precursors, and count it in those of
+        the staircase pointstamps it could result in."""
         could_result_in = self.reach.could_result_in
         precursors = self._precursors
         loc = p[0]
@@ -174,9 +247,9 @@ class Tracker:
             times.add(p[1])
         if not count:
             self._frontier.add(p)
-        self.version += 1
 
-    def _deactivate(self, p: Pointstamp) -> None:
+    def _leave(self, p: Pointstamp) -> None:
+        """``p`` leaves its location's staircase."""
         could_result_in = self.reach.could_result_in
         precursors = self._precursors
         del precursors[p]
@@ -191,7 +264,6 @@ class Tracker:
                 precursors[q] -= 1
                 if not precursors[q]:
                     self._frontier.add(q)
-        self.version += 1
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -201,30 +273,30 @@ class Tracker:
 
     def is_active(self, loc: int, time: Timestamp) -> bool:
         """Whether ``(loc, time)`` has a positive occurrence count."""
-        return (loc, time) in self._precursors
+        return self._counts.get((loc, time), 0) > 0
 
     def precursors(self, loc: int, time: Timestamp) -> int:
         """How many other active pointstamps could result in ``(loc, time)``.
 
-        Maintained incrementally for active pointstamps; counted afresh for any other.
+        Counted afresh over the active pointstamps at locations that reach ``loc`` (for tests and
+        diagnosis: the tracker itself keeps exact counts for the staircase pointstamps only).
         """
         p = (loc, time)
-        count = self._precursors.get(p)
-        if count is not None:
-            return count
         could_result_in = self.reach.could_result_in
-        return sum(1 for q in self._precursors if could_result_in(q, p))
+        sources = self._sources[loc]
+        return sum(1 for (l2, e), group in self._groups.items() if l2 in sources
+                   for c in group if (q := (l2, Timestamp(e, c))) != p and could_result_in(q, p))
 
     def behind(self, loc: int, time: Timestamp) -> bool:
         """Whether another active pointstamp could result in ``(loc, time)``: it lies strictly
-        behind the frontier (an active one has a precursor; for another, only the active
-        pointstamps at locations that reach ``loc`` are looked at)."""
+        behind the frontier (an active one off its staircase has one at its own location; for
+        another, only the staircase pointstamps at locations that reach ``loc`` are looked at)."""
         p = (loc, time)
-        count = self._precursors.get(p)
-        if count is not None:
-            return count > 0
+        if self._counts.get(p, 0) > 0:
+            count = self._precursors.get(p)
+            return count is None or count > 0
         could_result_in = self.reach.could_result_in
-        return any(q != p and could_result_in(q, p) for q in self._related(self._sources[loc]))
+        return any(could_result_in(q, p) for q in self._related(self._sources[loc]))
 
     def in_frontier(self, loc: int, time: Timestamp) -> bool:
         """Whether ``(loc, time)`` is active and no other active pointstamp could result in it."""
@@ -251,61 +323,80 @@ class Tracker:
 
     def is_empty(self) -> bool:
         """Whether no pointstamp is active."""
-        return not self._precursors
+        return not self._groups
 
     def active_times(self) -> list[Timestamp]:
-        """The times of the active pointstamps; safe to call from another thread (the keys
+        """The times of the active pointstamps; safe to call from another thread (the items
         are copied in one step, under the GIL)."""
-        return [t for _, t in list(self._precursors)]
+        return [t for (_, t), n in list(self._counts.items()) if n > 0]
 
     def active(self) -> dict[Pointstamp, int]:
         """The active pointstamps with their (positive) occurrence counts."""
-        return {p: self._counts[p] for p in self._precursors}
+        return {p: n for p, n in self._counts.items() if n > 0}
 
     def __repr__(self) -> str:
-        return f"Tracker(active={len(self._precursors)}, frontier={self.frontier()!r})"
+        return f"Tracker(active={len(self.active())}, frontier={self.frontier()!r})"
 
     # -- invariants ---------------------------------------------------------------------------
 
     def validate(self) -> None:
-        """Recompute every precursor count and the frontier by brute force; raise on a mismatch.
+        """Recompute the staircases, their precursor counts and the frontier by brute force;
+        raise on a mismatch.
 
-        Raises AssertionError naming the first pointstamp whose maintained state differs.
+        Raises AssertionError naming the first pointstamp whose maintained state differs.  The
+        frontier is also checked against the minimal active pointstamps found by comparing every
+        active pointstamp with every other one.
         """
         for p, count in self._counts.items():
             if not count:
                 msg = f"pointstamp {p!r} is stored with occurrence count 0; zero entries must be removed"
                 raise AssertionError(msg)
         active = [p for p, count in self._counts.items() if count > 0]
-        if set(active) != set(self._precursors):
-            msg = (
-                f"active pointstamps {sorted(active, key=_by_time)!r} differ from the ones with "
-                f"precursor counts {sorted(self._precursors, key=_by_time)!r}"
-            )
+        grouped = {(loc, Timestamp(e, c)) for (loc, e), group in self._groups.items() for c in group}
+        if grouped != set(active) or any(not group for group in self._groups.values()):
+            msg = (f"the active pointstamps grouped by location and epoch "
+                   f"{sorted(grouped, key=_by_time)!r} differ from the active ones "
+                   f"{sorted(active, key=_by_time)!r}")
+            raise AssertionError(msg)
+        stairs = _staircases(active)
+        if stairs != set(self._precursors):
+            msg = (f"the staircase pointstamps {sorted(stairs, key=_by_time)!r} differ from the "
+                   f"ones with precursor counts {sorted(self._precursors, key=_by_time)!r}")
             raise AssertionError(msg)
         indexed = {(loc, t) for loc, times in self._active_at.items() for t in times}
-        if indexed != set(active) or any(not times for times in self._active_at.values()):
-            msg = (f"the active pointstamps indexed by location {sorted(indexed, key=_by_time)!r}"
-                   f" differ from the active ones {sorted(active, key=_by_time)!r}")
+        if indexed != stairs or any(not times for times in self._active_at.values()):
+            msg = (f"the staircase pointstamps indexed by location {sorted(indexed, key=_by_time)!r}"
+                   f" differ from {sorted(stairs, key=_by_time)!r}")
             raise AssertionError(msg)
         could_result_in = self.reach.could_result_in
-        for p in active:
-            expected = sum(1 for q in active if q != p and could_result_in(q, p))
+        for p in sorted(stairs, key=_by_time):
+            expected = sum(1 for q in stairs if q != p and could_result_in(q, p))
             kept = self._precursors[p]
             if kept != expected:
                 msg = (
-                    f"pointstamp {p!r} has precursor count {kept} but {expected} other active "
+                    f"pointstamp {p!r} has precursor count {kept} but {expected} other staircase "
                     f"pointstamps could result in it"
                 )
                 raise AssertionError(msg)
-            if (expected == 0) != (p in self._frontier):
-                where = "in" if p in self._frontier else "missing from"
-                msg = f"pointstamp {p!r} with precursor count {expected} is wrongly {where} the frontier"
-                raise AssertionError(msg)
-        stray = self._frontier - set(active)
-        if stray:
-            msg = f"frontier holds inactive pointstamps {sorted(stray, key=_by_time)!r}"
+        minimal = {p for p in active if not any(q != p and could_result_in(q, p) for q in active)}
+        if minimal != self._frontier:
+            msg = (f"the frontier {sorted(self._frontier, key=_by_time)!r} differs from the active "
+                   f"pointstamps no other one could result in {sorted(minimal, key=_by_time)!r}")
             raise AssertionError(msg)
+
+
+def _staircases(active: Iterable[Pointstamp]) -> set[Pointstamp]:
+    """The staircase pointstamps of ``active``, by brute force: at each location, the least
+    time of each epoch whose counters are below those of every earlier epoch's least time."""
+    least: dict[tuple[int, int], tuple[int, ...]] = {}
+    for loc, (e, c) in active:
+        if (loc, e) not in least or c < least[loc, e]:
+            least[loc, e] = c
+    found = set()
+    for (loc, e), c in least.items():
+        if all(not (e2 < e and c2 <= c) for (l2, e2), c2 in least.items() if l2 == loc):
+            found.add((loc, Timestamp(e, c)))
+    return found
 
 
 def _by_time(p: Pointstamp) -> tuple[Timestamp, int]:
