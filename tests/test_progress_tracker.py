@@ -419,6 +419,74 @@ def test_buffer_holds_only_retirements_behind_the_frontier() -> None:
     assert buffer.pending() == 0
 
 
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_buffer_drains_what_a_fresh_look_would(seed: int) -> None:
+    """Held retirements are looked at again only when the frontier has changed: every drain
+    must still return exactly the positives and the retirements not behind the frontier, as a
+    buffer looking at everything afresh would, and keep the rest."""
+    rng = random.Random(seed)
+    graph = random_graph(rng, size=6)
+    reach = graph.builder().build()
+    tracker = Tracker(reach)
+    buffer = ProgressBuffer(reach)
+    pool = [random_pointstamp(rng, graph) for _ in range(rng.randint(3, 12))]
+    counts: Counter = Counter()
+    pending: Counter = Counter()
+    for _ in range(rng.randint(5, 50)):
+        action = rng.random()
+        p, delta = rng.choice(pool), rng.choice([-2, -1, -1, 1, 1, 2])
+        if action < 0.4:
+            tracker.update(p[0], p[1], delta)
+            counts[p] += delta
+        elif action < 0.8:
+            buffer.add(p[0], p[1], delta)
+            pending[p] += delta
+        else:
+            hold = rng.random() < 0.8
+            expected = sorted(((q, d) for q, d in pending.items() if d > 0), key=lambda u: (u[0][1], u[0][0]))
+            expected += sorted(((q, d) for q, d in pending.items()
+                                if d < 0 and not (hold and tracker.behind(*q))),
+                               key=lambda u: (u[0][1], u[0][0]))
+            assert buffer.drain(tracker, hold=hold) == expected
+            for q, d in expected:
+                del pending[q]
+        pending = Counter({q: d for q, d in pending.items() if d})
+        assert buffer.pending() == len(pending) and bool(buffer) == bool(pending)
+
+
+def test_held_retirements_wait_for_the_frontier_to_move() -> None:
+    """Every drain asked the tracker again about every held retirement (a worker running ahead
+    holds hundreds), though the answer depends on the frontier alone: a held one is now looked
+    at again only once the frontier has changed."""
+    tracker = chain_tracker()
+    tracker.debug = False                                # validate() would be counted too
+    tracker.update(0, Timestamp(0), 1)
+    buffer = ProgressBuffer(tracker.reach)
+    buffer.add_many([((2, Timestamp(e)), -1) for e in range(100)])
+    assert buffer.drain(tracker) == [] and buffer.pending() == 100
+    calls = [0]
+    real = tracker.reach.could_result_in
+
+    def counted(p, q):
+        calls[0] += 1
+        return real(p, q)
+    tracker.reach.could_result_in = counted  # type: ignore[method-assign]
+    for e in range(10):
+        tracker.update(1, Timestamp(e), 1)                # behind (0, 0): the frontier stays
+        buffer.add(1, Timestamp(e), -1)
+        assert buffer.drain(tracker) == []
+    tracker.reach.could_result_in = real  # type: ignore[method-assign]
+    assert calls[0] <= 30, calls[0]                        # 1,055 when all were asked
+    tracker.update(0, Timestamp(0), -1)                  # the frontier moves: all go out,
+    drained = []                                         # each once nothing precedes it
+    for _ in range(20):
+        out = buffer.drain(tracker)
+        tracker.update_many(out)
+        drained += out
+    assert len(drained) == 110 and not buffer and tracker.is_empty()
+
+
 # The buffered protocol under random interleavings runs on the real worker state machine:
 # tests/test_worker_state.py (test_random_interleavings_..., test_holding_back_...).
 

@@ -37,7 +37,9 @@ class ProgressBuffer:
     and the retirement of ``f`` itself is never held (no other frontier pointstamp precedes it).
     The worker must call :meth:`drain` after producing updates and again whenever its tracker's
     ``version`` changes; once the pointstamps before ``p`` retire, ``p`` reaches the frontier or
-    stops being covered, and goes out.
+    stops being covered, and goes out.  Whether ``p`` lies behind the frontier depends on the
+    frontier alone, so held retirements are looked at again only when the tracker's
+    ``frontier_version`` has changed since they were held.
 
     >>> from naiad.progress.reachability import GraphBuilder
     >>> from naiad.progress.summary import PathSummary
@@ -59,11 +61,23 @@ class ProgressBuffer:
     def __init__(self, reach: Reachability) -> None:
         self.reach = reach
         self._updates: dict[Pointstamp, int] = {}
+        # Retirements held behind the frontier, and the tracker's frontier_version they were
+        # found behind at: whether a pointstamp lies behind the frontier depends on the frontier
+        # alone, so a drain looks at them again only once it has changed.
+        self._held: dict[Pointstamp, int] = {}
+        self._held_at = -1
 
     def add(self, loc: int, time: Timestamp, delta: int) -> None:
         """Accumulate ``delta`` into the pending update of ``(loc, time)``."""
         p = (loc, time)
-        total = self._updates.get(p, 0) + delta
+        held = self._held.pop(p, None)
+        if held is not None:
+            total = held + delta
+            if total < 0:
+                self._held[p] = total       # still a retirement, still behind
+                return
+        else:
+            total = self._updates.get(p, 0) + delta
         if total:
             self._updates[p] = total
         else:
@@ -81,24 +95,35 @@ class ProgressBuffer:
         pointstamps strictly behind ``tracker``'s frontier stay in the buffer; call again when
         ``tracker.version`` changes.
         """
-        ordered = sorted(self._updates.items(), key=_by_time)
+        updates = self._updates
+        if self._held and (not hold or tracker.frontier_version != self._held_at):
+            updates.update(self._held)       # the frontier moved: look at them again
+            self._held = {}
+        self._held_at = tracker.frontier_version
+        if not updates:
+            return []
+        ordered = sorted(updates.items(), key=_by_time)
+        self._updates = {}
         positives = [(p, delta) for p, delta in ordered if delta > 0]
         negatives = [(p, delta) for p, delta in ordered if delta < 0]
         if hold and negatives:
             behind = tracker.behind
-            negatives = [(p, delta) for p, delta in negatives if not behind(*p)]
-        for p, _ in positives:
-            del self._updates[p]
-        for p, _ in negatives:
-            del self._updates[p]
+            held = self._held
+            out = []
+            for p, delta in negatives:
+                if behind(*p):
+                    held[p] = delta
+                else:
+                    out.append((p, delta))
+            negatives = out
         return positives + negatives
 
     def pending(self) -> int:
         """How many pointstamps have an update waiting in the buffer."""
-        return len(self._updates)
+        return len(self._updates) + len(self._held)
 
     def __bool__(self) -> bool:
-        return bool(self._updates)
+        return bool(self._updates) or bool(self._held)
 
     def __repr__(self) -> str:
         return f"ProgressBuffer(pending={self.pending()})"

@@ -72,6 +72,8 @@ class Tracker:
         self.reach = reach
         self.debug = debug_enabled() if debug is None else debug
         self.version = 0
+        self.frontier_version = 0
+        """Changes whenever the frontier does (``version`` changes with every active pointstamp)."""
         self._depths = {loc: reach.depth(loc) for loc in reach.locations()}
         # Which locations each can reach and be reached from (itself included), and the
         # staircase times by location: a change looks only at staircase pointstamps that could
@@ -229,16 +231,20 @@ class Tracker:
                 if could_result_in(q, p):
                     count += 1
                 if could_result_in(p, q):
+                    if not precursors[q]:
+                        self._frontier.discard(q)
+                        self.frontier_version += 1
                     precursors[q] += 1
-                    self._frontier.discard(q)
         else:
             for q in self._related(self._sources[loc]):
                 if could_result_in(q, p):
                     count += 1
             for q in self._related(self._targets[loc]):
                 if could_result_in(p, q):
+                    if not precursors[q]:
+                        self._frontier.discard(q)
+                        self.frontier_version += 1
                     precursors[q] += 1
-                    self._frontier.discard(q)
         precursors[p] = count
         times = self._active_at.get(loc)
         if times is None:
@@ -247,13 +253,15 @@ class Tracker:
             times.add(p[1])
         if not count:
             self._frontier.add(p)
+            self.frontier_version += 1
 
     def _leave(self, p: Pointstamp) -> None:
         """``p`` leaves its location's staircase."""
         could_result_in = self.reach.could_result_in
         precursors = self._precursors
-        del precursors[p]
-        self._frontier.discard(p)
+        if not precursors.pop(p):
+            self._frontier.discard(p)
+            self.frontier_version += 1
         loc = p[0]
         times = self._active_at[loc]
         times.discard(p[1])
@@ -264,6 +272,7 @@ class Tracker:
                 precursors[q] -= 1
                 if not precursors[q]:
                     self._frontier.add(q)
+                    self.frontier_version += 1
 
     # -- queries ------------------------------------------------------------------------------
 
