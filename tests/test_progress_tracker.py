@@ -612,3 +612,62 @@ def test_pending_notifications_of_a_loop_do_not_slow_every_change() -> None:
     tracker.update(2, Timestamp(0, (20,)), -1)
     tracker.validate()
     assert tracker.in_frontier(1, Timestamp(1, (1,)))
+
+
+class _Finalized:
+    """Cyclic garbage whose finalizer runs Python code (and so may hand the GIL over)."""
+
+    def __del__(self) -> None:
+        sum(range(50))
+
+
+def test_active_times_is_safe_to_read_from_another_thread() -> None:
+    """The progress line reads a worker's active times from its own thread.  Copying the counts
+    item by item made a tuple per entry; a garbage collection started by one of them could run
+    a finalizer, hand the GIL to the worker, and the dictionary changed size under the copy."""
+    import gc
+    import sys
+    import threading
+    import time
+    builder = GraphBuilder()
+    builder.add_location(0, 0, "a")
+    builder.add_location(1, 0, "b")
+    builder.add_edge(0, 1, PathSummary.identity(0))
+    tracker = Tracker(builder.build(), debug=False)
+    tracker.update_many([((1, Timestamp(e)), 1) for e in range(2000)])
+    stop = threading.Event()
+    errors: list = []
+
+    def mutate() -> None:
+        e = 2000
+        while not stop.is_set():
+            tracker.update(1, Timestamp(e), 1)
+            tracker.update(1, Timestamp(e - 2000), -1)
+            e += 1
+            garbage = _Finalized()
+            garbage.self = garbage  # type: ignore[attr-defined]
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                times = tracker.active_times()
+                assert len(times) <= 2001 and all(isinstance(t, Timestamp) for t in times)
+            except (RuntimeError, AssertionError) as exc:
+                errors.append(exc)
+                stop.set()
+
+    interval, threshold = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(50)
+    try:
+        threads = [threading.Thread(target=mutate), threading.Thread(target=read)]
+        for t in threads:
+            t.start()
+        stop.wait(3)
+        stop.set()
+        for t in threads:
+            t.join(10)
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*threshold)
+    assert not errors, errors

@@ -335,9 +335,11 @@ class Tracker:
         return not self._groups
 
     def active_times(self) -> list[Timestamp]:
-        """The times of the active pointstamps; safe to call from another thread (the items
-        are copied in one step, under the GIL)."""
-        return [t for (_, t), n in list(self._counts.items()) if n > 0]
+        """The times of the active pointstamps; safe to call from another thread: the keys are
+        copied in one step, under the GIL (copying the items would make a tuple each, and a
+        garbage collection started by one of them can run Python code and let the worker in)."""
+        counts = self._counts
+        return [p[1] for p in list(counts) if counts.get(p, 0) > 0]
 
     def active(self) -> dict[Pointstamp, int]:
         """The active pointstamps with their (positive) occurrence counts."""
