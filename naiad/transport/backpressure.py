@@ -95,7 +95,8 @@ def wait_to_send(sock: zmq.Socket, frames: List[Any], copy: bool, own: zmq.Socke
                 pass
         waited = time.monotonic() - t0
         if waited > timeout:
-            msg = (f"{describe()} has not taken a message for {waited:.0f} s (its queue is "
-                   f"full); it is alive but not reading: a vertex there may be stuck, or raise "
-                   f"the option send_timeout (now {timeout:g} s)")
+            msg = (f"{describe()} has made no room in its queue for {waited:.0f} s (the queue "
+                   f"is full; the process is alive): a vertex there may be stuck, or be slower "
+                   f"than that per batch it takes; if it is only slow, raise the option "
+                   f"send_timeout (now {timeout:g} s)")
             raise NaiadError(msg)
