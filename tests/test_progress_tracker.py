@@ -431,6 +431,9 @@ def test_buffer_drains_what_a_fresh_look_would(seed: int) -> None:
     tracker = Tracker(reach)
     buffer = ProgressBuffer(reach)
     pool = [random_pointstamp(rng, graph) for _ in range(rng.randint(3, 12))]
+    for _ in range(rng.randint(0, 12)):       # many times at a few locations: covered ones
+        loc, time = rng.choice(pool)
+        pool.append((loc, Timestamp(rng.randint(0, 4), tuple(rng.randint(0, 3) for _ in time[1]))))
     counts: Counter = Counter()
     pending: Counter = Counter()
     for _ in range(rng.randint(5, 50)):
@@ -485,6 +488,34 @@ def test_held_retirements_wait_for_the_frontier_to_move() -> None:
         tracker.update_many(out)
         drained += out
     assert len(drained) == 110 and not buffer and tracker.is_empty()
+
+
+def test_held_retirements_many_epochs_ahead_are_not_asked_about_one_by_one() -> None:
+    """A worker running thousands of epochs ahead holds a retirement for each, and the
+    frontier moves with every epoch completed: asking the tracker about each held one at every
+    move took time quadratic in the epochs in flight.  One found behind covers the later
+    epochs at its location."""
+    tracker = chain_tracker()
+    tracker.debug = False
+    tracker.update(0, Timestamp(0), 1)                    # the input, at epoch 0
+    buffer = ProgressBuffer(tracker.reach)
+    buffer.add_many([((2, Timestamp(e)), -1) for e in range(1, 2001)])
+    tracker.update_many([((2, Timestamp(e)), 1) for e in range(1, 2001)])
+    assert buffer.drain(tracker) == []
+    asked = [0]
+    real = tracker.behind
+
+    def counted(loc, time):
+        asked[0] += 1
+        return real(loc, time)
+    tracker.behind = counted  # type: ignore[method-assign]
+    for e in range(0, 100):                              # the input moves on, epoch by epoch
+        tracker.update_many([((0, Timestamp(e + 1)), 1), ((0, Timestamp(e)), -1)])
+        out = buffer.drain(tracker)
+        assert out == ([((2, Timestamp(e)), -1)] if e else []), (e, out)
+        tracker.update_many(out)
+    assert asked[0] <= 300, asked[0]                      # 100 moves x 2,000 held before
+    assert buffer.pending() == 1901
 
 
 # The buffered protocol under random interleavings runs on the real worker state machine:

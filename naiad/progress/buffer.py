@@ -61,23 +61,31 @@ class ProgressBuffer:
     def __init__(self, reach: Reachability) -> None:
         self.reach = reach
         self._updates: dict[Pointstamp, int] = {}
-        # Retirements held behind the frontier, and the tracker's frontier_version they were
-        # found behind at: whether a pointstamp lies behind the frontier depends on the frontier
-        # alone, so a drain looks at them again only once it has changed.
-        self._held: dict[Pointstamp, int] = {}
+        # Retirements held behind the frontier, by location, epoch and counters, and the
+        # tracker's frontier_version they were found behind at: whether a pointstamp lies
+        # behind the frontier depends on the frontier alone, so a drain looks at them again only
+        # once it has changed.
+        self._held: dict[int, dict[int, dict[tuple[int, ...], int]]] = {}
+        self._n_held = 0
         self._held_at = -1
 
     def add(self, loc: int, time: Timestamp, delta: int) -> None:
         """Accumulate ``delta`` into the pending update of ``(loc, time)``."""
         p = (loc, time)
-        held = self._held.pop(p, None)
-        if held is not None:
-            total = held + delta
-            if total < 0:
-                self._held[p] = total       # still a retirement, still behind
+        at = self._held.get(loc)
+        if at is not None:
+            epoch, counters = time
+            group = at.get(epoch)
+            if group is not None and counters in group:
+                total = group[counters] + delta
+                if total < 0:
+                    group[counters] = total     # still a retirement, still behind
+                    return
+                self._unhold(loc, epoch, counters)
+                if total:
+                    self._updates[p] = total
                 return
-        else:
-            total = self._updates.get(p, 0) + delta
+        total = self._updates.get(p, 0) + delta
         if total:
             self._updates[p] = total
         else:
@@ -97,8 +105,7 @@ class ProgressBuffer:
         """
         updates = self._updates
         if self._held and (not hold or tracker.frontier_version != self._held_at):
-            updates.update(self._held)       # the frontier moved: look at them again
-            self._held = {}
+            self._release(tracker if hold else None)
         self._held_at = tracker.frontier_version
         if not updates:
             return []
@@ -108,19 +115,59 @@ class ProgressBuffer:
         negatives = [(p, delta) for p, delta in ordered if delta < 0]
         if hold and negatives:
             behind = tracker.behind
-            held = self._held
             out = []
             for p, delta in negatives:
                 if behind(*p):
-                    held[p] = delta
+                    self._hold(p, delta)
                 else:
                     out.append((p, delta))
             negatives = out
         return positives + negatives
 
+    def _hold(self, p: Pointstamp, delta: int) -> None:
+        loc, (epoch, counters) = p
+        self._held.setdefault(loc, {}).setdefault(epoch, {})[counters] = delta
+        self._n_held += 1
+
+    def _unhold(self, loc: int, epoch: int, counters: tuple[int, ...]) -> int:
+        at = self._held[loc]
+        group = at[epoch]
+        delta = group.pop(counters)
+        self._n_held -= 1
+        if not group:
+            del at[epoch]
+            if not at:
+                del self._held[loc]
+        return delta
+
+    def _release(self, tracker: Tracker | None) -> None:
+        """Move the held retirements no longer behind ``tracker``'s frontier (all of them if
+        None) back to the updates to send.
+
+        At one location, a retirement found behind covers every held one of a later or equal
+        epoch with counters no smaller (the identity path leads from it to them), so each
+        location is scanned in epoch order and the tracker is asked only about those not so
+        covered: a worker running many epochs ahead holds thousands, and asking about each at
+        every move of the frontier took time quadratic in the epochs in flight.
+        """
+        updates = self._updates
+        for loc, at in list(self._held.items()):
+            low: tuple[int, ...] | None = None
+            for epoch in sorted(at):
+                if low is not None and not any(low):
+                    break                   # least counters: every later epoch is covered
+                group = at[epoch]
+                for counters in sorted(group):
+                    if low is not None and low <= counters:
+                        break               # covered, and so is the rest of the group
+                    if tracker is not None and tracker.behind(loc, Timestamp(epoch, counters)):
+                        low = counters
+                        break
+                    updates[(loc, Timestamp(epoch, counters))] = self._unhold(loc, epoch, counters)
+
     def pending(self) -> int:
         """How many pointstamps have an update waiting in the buffer."""
-        return len(self._updates) + len(self._held)
+        return len(self._updates) + self._n_held
 
     def __bool__(self) -> bool:
         return bool(self._updates) or bool(self._held)
