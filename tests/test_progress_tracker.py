@@ -393,6 +393,34 @@ def test_rejects_malformed_pointstamps() -> None:
         tracker.update(1, (0, ()), 1)  # type: ignore[arg-type]
 
 
+class _CountingDict(dict):
+    """A dict that counts the reads of its items."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        type(self).reads += 1
+        return super().__getitem__(key)
+
+
+def test_a_location_with_thousands_of_epochs_is_not_rescanned_at_every_change() -> None:
+    """Fed thousands of epochs ahead (max_epochs_in_flight=None), a stage holds a pointstamp
+    in each; the staircase of its location was rebuilt from all of them whenever the least
+    time of one epoch changed, so retiring the epochs took time quadratic in their number."""
+    tracker = chain_tracker()
+    tracker.debug = False
+    tracker.update_many([((1, Timestamp(e)), 1) for e in range(20_000)])
+    tracker._least[1] = _CountingDict(tracker._least[1])
+    for e in range(100):                                  # the oldest epochs complete
+        tracker.update(1, Timestamp(e), -1)
+        assert tracker.frontier() == [(1, Timestamp(e + 1))]
+    assert _CountingDict.reads <= 1_000, _CountingDict.reads   # 2,000,000 rebuilding
+    for e in (20_005, 19_999, 100):                       # a new epoch, the last, the first
+        tracker.update(1, Timestamp(e), 1 if e == 20_005 else -1)
+    tracker.validate()
+    assert tracker.frontier() == [(1, Timestamp(101))]
+
+
 # -- the buffer ---------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from typing import Set, Iterable
 
 from naiad.config import DEBUG_ENV, debug_progress_default
@@ -85,6 +86,7 @@ class Tracker:
         self._groups: dict[tuple[int, int], set[tuple[int, ...]]] = {}
         self._least: dict[int, dict[int, tuple[int, ...]]] = {}
         self._stairs: dict[int, dict[int, tuple[int, ...]]] = {}
+        self._epochs: dict[int, list[int]] = {}            # the epochs of _least, sorted
         self._active_at: dict[int, set[Timestamp]] = {}   # the staircase times by location
         self._precursors: dict[Pointstamp, int] = {}      # exactly the staircase pointstamps
         self._frontier: set[Pointstamp] = set()
@@ -171,38 +173,61 @@ class Tracker:
 
     def _set_least(self, loc: int, epoch: int, counters: tuple[int, ...] | None) -> None:
         """Record the least counters of ``(loc, epoch)`` (None: none active) and bring the
-        location's staircase, and so the precursor counts, up to date."""
+        location's staircase, and so the precursor counts, up to date.
+
+        Only the staircase from ``epoch`` on can change, and only until the running minimum of
+        the counters is what it was (or has no counter above zero: no later epoch can be
+        below it): a location with thousands of epochs active is not rescanned at every change.
+        """
         least = self._least.get(loc)
         if least is None:
             least = self._least[loc] = {}
+            self._epochs[loc] = []
+        epochs = self._epochs[loc]
         if counters is None:
             del least[epoch]
-            if not least:
-                del self._least[loc]
+            del epochs[bisect_left(epochs, epoch)]
         else:
+            if epoch not in least:
+                insort(epochs, epoch)
             least[epoch] = counters
-        stair: dict[int, tuple[int, ...]] = {}
-        if len(least) == 1:
-            stair = dict(least)
-        elif least:
-            low: tuple[int, ...] | None = None
-            for e in sorted(least):
-                c = least[e]
-                if low is None or c < low:
-                    stair[e] = low = c
         old = self._stairs.get(loc, {})
-        if stair == old:
-            return
-        for e, c in old.items():
-            if stair.get(e) != c:
+        before = list(old.items())                 # by epoch: counters decreasing
+        k = 0
+        while k < len(before) and before[k][0] < epoch:
+            k += 1
+        low = old_low = before[k - 1][1] if k else None
+        j = k
+        changed: dict[int, tuple[int, ...]] = {}   # the new staircase from epoch on, so far
+        rest = 0                                   # how many old members after the scan stay
+        for e in epochs[bisect_left(epochs, epoch):]:
+            while j < len(before) and before[j][0] <= e:
+                old_low = before[j][1]
+                j += 1
+            c = least[e]
+            if low is None or c < low:
+                changed[e] = low = c
+            if low == old_low:
+                rest = len(before) - j             # the staircase after e is as it was
+                break
+            if not any(low):                       # type: ignore[arg-type]
+                break                              # nothing later can be below it
+        gone = before[k:len(before) - rest]
+        for e, c in gone:
+            if changed.get(e) != c:
                 self._leave((loc, Timestamp(e, c)))
-        for e, c in stair.items():
+        for e, c in changed.items():
             if old.get(e) != c:
                 self._join((loc, Timestamp(e, c)))
+        stair = dict(before[:k])
+        stair.update(changed)
+        stair.update(before[len(before) - rest:] if rest else ())
         if stair:
             self._stairs[loc] = stair
-        else:
+        elif loc in self._stairs:
             del self._stairs[loc]
+        if not least:
+            del self._least[loc], self._epochs[loc]
 
     def _related(self, locs: frozenset[int]) -> Iterable[Pointstamp]:
         """The staircase pointstamps at ``locs``: through the smaller of the two sets."""
