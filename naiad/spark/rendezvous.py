@@ -53,6 +53,7 @@ from typing import Any, Dict, List, Tuple
 import zmq
 
 from naiad.errors import ComputationFailed
+from naiad.transport.pieces import bound
 from naiad.transport.security import CurveKeys
 from naiad.transport.zap import ZapHandler
 
@@ -70,6 +71,7 @@ class DriverRendezvous:
         self.auth = ZapHandler(self.ctx, [keys.client_public])
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
+        bound(self.sock, 1 << 16)         # a request is a line of JSON
         keys.serve(self.sock)
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.endpoint = f"tcp://{host}:{port}"

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import zmq
 
 from naiad.errors import ComputationFailed, NaiadError, RemoteFailure
+from naiad.transport.pieces import FRAME_LIMIT, bound
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import CurveKeys
 from naiad.transport.wire import dump_failure, load_failure
@@ -131,6 +132,7 @@ class ControlPlane:
         """Bind the control socket; returns its endpoint (what the rendezvous announces)."""
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.linger = 0
+        bound(self.pull)
         if self.keys is not None:
             self.keys.serve(self.pull)
         try:
@@ -308,6 +310,12 @@ class ControlPlane:
                                                   f"thread failed: {exc!r}"))
 
     def _send_all(self, tag: bytes, payload: bytes) -> None:
+        if len(payload) > FRAME_LIMIT:
+            msg = (f"process {self.process_index}: a control message ({tag!r}) of "
+                   f"{len(payload)} bytes is over the {FRAME_LIMIT} bytes the other processes "
+                   "accept; control messages carry the hello, barriers and failures, which are "
+                   "small")
+            raise NaiadError(msg)
         me = self.process_index.to_bytes(4, "little")
         for s in self._push.values():
             s.send_multipart([tag, me, payload])

@@ -29,6 +29,7 @@ from naiad.messages import DATA, PROGRESS, STOP
 from naiad.transport.backpressure import (MESSAGE_BYTES, RECEIVE_BYTES, RECEIVE_HWM,
                                           SEND_HWM, wait_to_send)
 from naiad.transport.control import ControlPlane, connect_push
+from naiad.transport.pieces import bound, join, split
 from naiad.transport.protocol import FabricHooks
 from naiad.transport.security import (SECRET_HELP, CurveKeys, needs_authentication,
                                       resolve_secret)
@@ -154,6 +155,7 @@ class ZmqFabric:
             sock = self.ctx.socket(zmq.PULL)
             sock.linger = 0
             sock.rcvhwm = RECEIVE_HWM
+            bound(sock)
             self.keys.serve(sock)
             sock.bind(data_bind)
             self._data_pull.append(sock)
@@ -318,13 +320,14 @@ class ZmqFabric:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:   # readiness can be reported for a handshake (CURVE), not data
                 break
-            buffers = [f.buffer for f in frames[2:]]
+            tag, rest = join([f.buffer for f in frames])
+            payload, buffers = rest[0], rest[1:]
             try:
-                got.extend(decode(frames[1].buffer, buffers))
+                got.extend(decode(payload, buffers))
             except Exception as exc:
-                src = int.from_bytes(frames[0].bytes[len(BATCH):], "little")
-                self.hooks.explain_undecodable(self.first + local_index, src,
-                                               frames[1].buffer, buffers, exc)
+                src = int.from_bytes(tag[len(BATCH):], "little")
+                self.hooks.explain_undecodable(self.first + local_index, src, payload,
+                                               buffers, exc)
                 raise
             limit -= sum(len(f) for f in frames)
 
@@ -369,7 +372,7 @@ class ZmqFabric:
             # Records for 80% of MESSAGE_BYTES: a part cut to about that size (batch_cut)
             # leaves alone, not with the next one in a message of twice the size.
             self._flush_at[dst] = max(1, MESSAGE_BYTES * 4 // 5 * records // max(size, 1))
-        frames: List[Any] = [BATCH + src.to_bytes(4, "little"), payload, *buffers]
+        frames: List[Any] = split([BATCH + src.to_bytes(4, "little"), payload, *buffers])
         copy = size < COPY_BELOW
         try:
             sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=copy)
