@@ -47,6 +47,8 @@ every report would carry them all)."""
 
 _HISTORY = 600                 # throughput samples kept (5 minutes at 2 per second)
 _MAX_REPORT = 8 << 20          # bytes accepted in one report
+_MAX_CONNECTIONS = 32          # connections served at once; more are closed at once
+_IDLE = 5.0                    # seconds a connection may keep the server waiting for bytes
 _servers: Dict[int, "MonitorServer"] = {}
 _servers_lock = threading.Lock()
 
@@ -66,6 +68,13 @@ def report_token(secret: Union[str, bytes, None]) -> Optional[str]:
 
 def _signature(token: str, sent: str, body: bytes) -> str:
     return hmac.new(token.encode(), sent.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def _head(token: str, sent: str, length: int) -> str:
+    """What a report's headers carry so that the server checks its sender before it reads the
+    body: an HMAC of the time sent and the body's length."""
+    return hmac.new(token.encode(), b"head." + sent.encode() + b"." + str(length).encode(),
+                    hashlib.sha256).hexdigest()
 
 
 class MonitorState:
@@ -185,6 +194,7 @@ def _page() -> bytes:
 
 class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
+    timeout = _IDLE
 
     def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - quiet by default
         pass
@@ -240,6 +250,10 @@ class _Handler(BaseHTTPRequestHandler):
         if length > _MAX_REPORT:
             self._send(413, b"report too large", "text/plain")
             return
+        sent = self.headers.get("X-Naiad-Time", "")
+        if not monitor.admits(sent, self.headers.get("X-Naiad-Head", ""), length):
+            self._send(403, b"reports need the run's signature", "text/plain")
+            return       # nothing of a stranger's body is read
         body = self.rfile.read(length)
         if not monitor.accept(self.headers.get("X-Naiad-Time", ""),
                               self.headers.get("X-Naiad-Signature", ""), body):
@@ -255,8 +269,31 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _HTTPServer(ThreadingHTTPServer):
+    """One thread per connection, at most :data:`_MAX_CONNECTIONS` at once: any local user can
+    connect, and each connection held open would otherwise hold a thread."""
+
     daemon_threads = True
     monitor: "MonitorServer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)       # too many at once: closed unanswered
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up or sent garbage: nothing to print on the run's stderr."""
@@ -284,6 +321,18 @@ class MonitorServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="naiad-monitor",
                                        daemon=True)
         self.thread.start()
+
+    def admits(self, sent: str, head: str, length: int) -> bool:
+        """Whether a report's headers are this run's and fresh (checked before its body is
+        read)."""
+        token = self.token
+        try:
+            age = time.time() - float(sent)
+        except ValueError:
+            return False
+        if token is None or not -_FRESH < age < _FRESH:
+            return False
+        return hmac.compare_digest(head, _head(token, sent, length))
 
     def accept(self, sent: str, signature: str, body: bytes) -> bool:
         """Whether a report carries this run's signature, was sent in the last minute (by the
@@ -362,6 +411,7 @@ def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2
     req = urllib.request.Request(url + "report", data=body, method="POST",
                                  headers={"Content-Type": "application/json",
                                           "X-Naiad-Time": sent,
+                                          "X-Naiad-Head": _head(token, sent, len(body)),
                                           "X-Naiad-Signature": _signature(token, sent, body)})
     with urllib.request.urlopen(req, timeout=timeout):
         pass

@@ -172,3 +172,50 @@ def test_a_refused_report_is_said_once_in_the_log(caplog):
         assert "reporting to the monitoring page failed" in said[0] and "403" in said[0], said
     finally:
         server.close()
+
+
+def _report_head(port: int, length: int, sent: str) -> bytes:
+    return (f"POST /report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {length}\r\n"
+            f"X-Naiad-Time: {sent}\r\nX-Naiad-Head: {'0' * 64}\r\n"
+            f"X-Naiad-Signature: {'0' * 64}\r\n\r\n").encode()
+
+
+@pytest.mark.timeout(90)
+def test_a_stranger_cannot_make_the_server_read_or_hold_much():
+    """Any local user can reach the page's port.  An unsigned report of 8 MB was read whole
+    before its signature was checked, each connection held open kept a thread, and nothing
+    closed an idle one: 60 such connections held 500 MB and 110 threads of the launcher."""
+    server = monitor.serve(0, monitor.report_token("a secret"))
+    port = server.port
+    try:
+        # An unsigned report is refused on its headers, its body never read.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(_report_head(port, 8 << 20, f"{time.time():.6f}") + b"x" * 1000)
+            s.settimeout(3)
+            assert s.recv(64).split(b" ")[1] == b"403"
+        # An idle connection is closed.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as idle:
+            idle.settimeout(monitor._IDLE + 10)
+            t0 = time.monotonic()
+            assert idle.recv(1) == b""
+            assert time.monotonic() - t0 < monitor._IDLE + 5
+        # Many connections at once hold at most _MAX_CONNECTIONS threads.
+        before = threading.active_count()
+        crowd = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(100)]
+        time.sleep(1.0)
+        assert threading.active_count() - before <= monitor._MAX_CONNECTIONS
+        for c in crowd:
+            c.close()
+        # The run's own reports still get through.
+        report = {"process": 0, "processes": 1, "workers": [], "graph": {}}
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                monitor.post_report(server.url, monitor.report_token("a secret"), report)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert server.state.view()["reported"] == 1
+    finally:
+        server.close()

@@ -292,7 +292,7 @@ def test_reports_need_the_runs_signature_and_cannot_be_replayed():
         body = json.dumps(report).encode()
 
         def post(sent):
-            headers = {"X-Naiad-Time": sent,
+            headers = {"X-Naiad-Time": sent, "X-Naiad-Head": monitor._head(key, sent, len(body)),
                        "X-Naiad-Signature": monitor._signature(key, sent, body)}
             assert key not in str(headers)
             request = urllib.request.Request(server.url + "report", data=body, method="POST",
