@@ -200,7 +200,8 @@ class Tracker:
         j = k
         changed: dict[int, tuple[int, ...]] = {}   # the new staircase from epoch on, so far
         rest = 0                                   # how many old members after the scan stay
-        for e in epochs[bisect_left(epochs, epoch):]:
+        for i in range(bisect_left(epochs, epoch), len(epochs)):
+            e = epochs[i]
             while j < len(before) and before[j][0] <= e:
                 old_low = before[j][1]
                 j += 1
@@ -210,7 +211,7 @@ class Tracker:
             if low == old_low:
                 rest = len(before) - j             # the staircase after e is as it was
                 break
-            if not any(low):                       # type: ignore[arg-type]
+            if not any(low):
                 break                              # nothing later can be below it
         gone = before[k:len(before) - rest]
         for e, c in gone:
