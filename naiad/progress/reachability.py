@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import AbstractSet, Any
 
 from naiad.progress.errors import NaiadError
 from naiad.progress.summary import PathSummary
@@ -100,7 +101,11 @@ class GraphBuilder:
         outgoing: dict[int, list[tuple[int, PathSummary]]] = {loc: [] for loc in self._depths}
         for src, dst, summary in self._edges:
             outgoing[src].append((dst, summary))
-        table = {src: _closure(src, self._depths[src], outgoing) for src in self._depths}
+        # Equal summaries and antichains are made once and shared: a chain of a thousand
+        # stages (two thousand locations) has two million pairs, each with the same one.
+        interned: dict[Any, Any] = {}
+        table = {src: _closure(src, self._depths[src], outgoing, interned)
+                 for src in self._depths}
         return Reachability(dict(self._depths), dict(self._names), table)
 
     def _check_cycles(self) -> None:
@@ -134,7 +139,8 @@ class GraphBuilder:
 
 
 def _closure(
-    src: int, depth: int, outgoing: dict[int, list[tuple[int, PathSummary]]]
+    src: int, depth: int, outgoing: dict[int, list[tuple[int, PathSummary]]],
+    interned: dict[Any, Any],
 ) -> dict[int, tuple[PathSummary, ...]]:
     """Minimal antichains of summaries of all paths from ``src``, by a worklist fixed point.
 
@@ -150,6 +156,7 @@ def _closure(
             continue  # superseded by a smaller summary since it was queued
         for dst, edge in outgoing[loc]:
             new = summary.then(edge)
+            new = interned.setdefault(new, new)
             chain = best.get(dst)
             if chain is None:
                 best[dst] = [new]
@@ -162,7 +169,11 @@ def _closure(
                 chain[:] = [old for old in chain if not new.less_equal(old)]
                 chain.append(new)
                 work.append((dst, new))
-    return {dst: tuple(sorted(chain)) for dst, chain in best.items()}
+    rows: dict[int, tuple[PathSummary, ...]] = {}
+    for dst, chain in best.items():
+        antichain = tuple(sorted(chain))
+        rows[dst] = interned.setdefault(antichain, antichain)
+    return rows
 
 
 class Reachability:
@@ -181,7 +192,6 @@ class Reachability:
     ) -> None:
         self._depths = depths
         self._names = names
-        self._table = table
         # The hot path: None where the only minimal summary is the identity (compare times
         # directly), else the summaries to apply.
         self._fast = {
@@ -189,7 +199,7 @@ class Reachability:
                   for dst, ss in row.items()}
             for src, row in table.items()
         }
-        self._related: tuple[dict[int, frozenset[int]], dict[int, frozenset[int]]] | None = None
+        self._related: tuple[dict[int, AbstractSet[int]], dict[int, AbstractSet[int]]] | None = None
 
     def _known(self, loc: int) -> None:
         if loc not in self._depths:
@@ -213,26 +223,31 @@ class Reachability:
     def summaries(self, src: int, dst: int) -> tuple[PathSummary, ...]:
         """The minimal summaries of paths from ``src`` to ``dst``; empty if there is no path."""
         self._known(src)
-        return self._table[src].get(dst, ())
+        row = self._fast[src]
+        if dst not in row:
+            return ()
+        got = row[dst]
+        return (PathSummary.identity(self._depths[src]),) if got is None else got
 
     def targets(self, src: int) -> dict[int, tuple[PathSummary, ...]]:
         """Every location reachable from ``src`` (itself included) with its minimal summaries."""
         self._known(src)
-        return dict(self._table[src])
+        return {dst: self.summaries(src, dst) for dst in self._fast[src]}
 
-    def related(self) -> tuple[dict[int, frozenset[int]], dict[int, frozenset[int]]]:
+    def related(self) -> tuple[dict[int, AbstractSet[int]], dict[int, AbstractSet[int]]]:
         """``(targets, sources)``: for each location, the locations it can reach and those that
         can reach it (itself included).  Computed once and shared by every tracker of this
         graph (each worker of a process has one; for a long chain they are large)."""
-        got = self._related
-        if got is None:
-            targets = {loc: frozenset(self._table[loc]) for loc in self._depths}
+        if self._related is None:
+            # The targets are the rows' own keys (no copies); the sources are the inverse.
+            targets: dict[int, AbstractSet[int]] = {loc: self._fast[loc].keys()
+                                                    for loc in self._depths}
             sources: dict[int, set[int]] = {loc: set() for loc in self._depths}
             for src, dsts in targets.items():
                 for dst in dsts:
                     sources[dst].add(src)
-            got = self._related = (targets, {loc: frozenset(s) for loc, s in sources.items()})
-        return got
+            self._related = (targets, {loc: frozenset(s) for loc, s in sources.items()})
+        return self._related
 
     def could_result_in(self, p: Pointstamp, q: Pointstamp) -> bool:
         """Whether an event at pointstamp ``p`` could lead to an event at pointstamp ``q``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Set, Iterable
+from typing import AbstractSet, Set, Iterable
 
 from naiad.config import DEBUG_ENV, debug_progress_default
 from naiad.progress.reachability import Reachability
@@ -230,7 +230,7 @@ class Tracker:
         if not least:
             del self._least[loc], self._epochs[loc]
 
-    def _related(self, locs: frozenset[int]) -> Iterable[Pointstamp]:
+    def _related(self, locs: AbstractSet[int]) -> Iterable[Pointstamp]:
         """The staircase pointstamps at ``locs``: through the smaller of the two sets."""
         active_at = self._active_at
         if len(locs) <= len(active_at):
