@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import socket
 import struct
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +27,7 @@ import stages
 from naiad.transport.pieces import FRAME_LIMIT
 from naiad.messages import DATA
 from naiad.partition import route_keys
+from naiad.testing import free_ports
 from tests.test_transport import close_all, drain, zmq_fabrics
 
 PUSH_AT_MOST = 256 << 20
@@ -130,3 +134,25 @@ def test_records_larger_than_a_frame_cross_between_processes_intact():
     got = sorted(results[1][0])
     assert got == sorted(_expected())
     assert {kind for kind, _, _ in got} == {"bytes", "array", "table"}
+
+
+@pytest.mark.timeout(120)
+def test_an_error_too_large_for_a_frame_still_reaches_the_other_process():
+    """A vertex fails with a message quoting a huge record: its error pickled to more than the
+    other processes accept, the communication thread died on it, and process 0 learnt only that
+    process 1 was gone.  The error now crosses shortened, and process 1 keeps it whole."""
+    script = str(Path(__file__).parent / "hand_started_big_failure.py")
+    ports = [str(p) for p in free_ports(2)]
+    procs = [subprocess.Popen([sys.executable, script, str(i), *ports], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=90) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+    (out0, err0), (out1, err1) = outs
+    assert "bad record" in out0 and "shortened" in out0 and "is gone" not in out0, (out0, err0)
+    assert "stage 'boom'" in out0, out0
+    assert out1.startswith("1 VertexError") and "bad record" in out1, out1
+    assert "communication thread failed" not in err0 + err1, (err0[-2000:], err1[-2000:])

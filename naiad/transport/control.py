@@ -313,8 +313,8 @@ class ControlPlane:
         if len(payload) > FRAME_LIMIT:
             msg = (f"process {self.process_index}: a control message ({tag!r}) of "
                    f"{len(payload)} bytes is over the {FRAME_LIMIT} bytes the other processes "
-                   "accept; control messages carry the hello, barriers and failures, which are "
-                   "small")
+                   "accept; control messages carry the hello, barrier values and failures "
+                   "(shortened to fit), all small")
             raise NaiadError(msg)
         me = self.process_index.to_bytes(4, "little")
         for s in self._push.values():
@@ -356,7 +356,7 @@ class ControlPlane:
             except queue.Empty:
                 return sent_done
             if tag == FAIL:
-                self._send_all(FAIL, dump_failure(value, self.process_index))
+                self._send_all(FAIL, dump_failure(value, self.process_index, FRAME_LIMIT))
             elif tag == ARRIVE:
                 self._send_all(ARRIVE, pickle.dumps(value, protocol=5))
             elif tag == ARRIVE_AT_ZERO:

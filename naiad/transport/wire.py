@@ -181,11 +181,25 @@ def _picklable(record: Any) -> bool:
         return False
 
 
-def dump_failure(exc: BaseException, proc: int) -> bytes:
+_FAILURE_TEXT = 1 << 12      # characters of an oversized error's message that cross
+
+
+def dump_failure(exc: BaseException, proc: int, limit: int = 1 << 24) -> bytes:
+    """``exc`` pickled for the other processes; as a :class:`ComputationFailed` quoting it if
+    it cannot be pickled, and with its message shortened if it pickles to more than ``limit``
+    bytes (a message quoting a huge record: the other processes accept frames up to a bound)."""
     try:
-        return pickle.dumps(exc, protocol=5)
+        payload = pickle.dumps(exc, protocol=5)
     except Exception:
-        return pickle.dumps(ComputationFailed(f"process {proc} failed: {type(exc).__name__}: {exc}"))
+        payload = pickle.dumps(ComputationFailed(f"process {proc} failed: {type(exc).__name__}: "
+                                                 f"{exc}"))
+    if len(payload) <= limit:
+        return payload
+    text = str(exc)
+    short = text[:_FAILURE_TEXT] + f"... [{len(text) - _FAILURE_TEXT} more characters]"
+    return pickle.dumps(ComputationFailed(
+        f"process {proc} failed: {type(exc).__name__}: {short} (its error, {len(payload)} bytes "
+        f"pickled, is shortened here; process {proc} reports it whole)"))
 
 
 def load_failure(payload: bytes, proc: int) -> BaseException:
