@@ -46,7 +46,8 @@ in all; a process's report carries only those (a long run takes checkpoints with
 every report would carry them all)."""
 
 _HISTORY = 600                 # throughput samples kept (5 minutes at 2 per second)
-_MAX_REPORT = 8 << 20          # bytes accepted in one report
+_MAX_REPORT = 64 << 20         # bytes accepted in one report (read only once its headers
+                               # carry the run's HMAC: about 1.4 KB per stage and worker)
 _MAX_CONNECTIONS = 32          # connections served at once; more are closed at once
 _IDLE = 5.0                    # seconds a connection may keep the server waiting for bytes
 _servers: Dict[int, "MonitorServer"] = {}
@@ -407,6 +408,11 @@ def local_server(port: int) -> Optional[MonitorServer]:
 def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2.0) -> None:
     """Send one snapshot to a monitor served by another process."""
     body = json.dumps(report).encode()
+    if len(body) > _MAX_REPORT:
+        msg = (f"a report of {len(body) >> 20} MB is over the {_MAX_REPORT >> 20} MB the page "
+               "accepts (it grows with stages x workers of a process); the page will not show "
+               "this process")
+        raise ValueError(msg)
     sent = f"{time.time():.6f}"
     req = urllib.request.Request(url + "report", data=body, method="POST",
                                  headers={"Content-Type": "application/json",

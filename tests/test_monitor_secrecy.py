@@ -219,3 +219,21 @@ def test_a_stranger_cannot_make_the_server_read_or_hold_much():
         assert server.state.view()["reported"] == 1
     finally:
         server.close()
+
+
+def test_the_report_of_a_large_graph_is_accepted():
+    """About 1.4 KB per stage and worker: 1,500 stages at 4 workers made reports over the 8 MB
+    the page took, and the page showed nothing (the sender saw only a broken pipe).  Reports
+    are read only once their headers carry the run's HMAC, so the bound is 64 MB."""
+    server = monitor.serve(0, monitor.report_token("a secret"))
+    try:
+        report = {"process": 0, "processes": 1, "graph": {},
+                  "workers": [{"stages": {str(i): {"name": "s" * 1000} for i in range(9000)}}]}
+        assert len(json.dumps(report)) > 8 << 20
+        monitor.post_report(server.url, monitor.report_token("a secret"), report, timeout=30)
+        assert server.state.view()["reported"] == 1
+        too_big = {"process": 0, "processes": 1, "graph": {}, "pad": "x" * (65 << 20)}
+        with pytest.raises(ValueError, match="over the 64 MB the page accepts"):
+            monitor.post_report(server.url, monitor.report_token("a secret"), too_big)
+    finally:
+        server.close()
