@@ -192,6 +192,7 @@ class Reachability:
     ) -> None:
         self._depths = depths
         self._names = names
+        self._identity = {loc: (PathSummary.identity(d),) for loc, d in depths.items()}
         # The hot path: None where the only minimal summary is the identity (compare times
         # directly), else the summaries to apply.
         self._fast = {
@@ -227,7 +228,7 @@ class Reachability:
         if dst not in row:
             return ()
         got = row[dst]
-        return (PathSummary.identity(self._depths[src]),) if got is None else got
+        return self._identity[src] if got is None else got
 
     def targets(self, src: int) -> dict[int, tuple[PathSummary, ...]]:
         """Every location reachable from ``src`` (itself included) with its minimal summaries."""

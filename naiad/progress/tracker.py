@@ -23,6 +23,11 @@ _FEW = 16
 location."""
 
 
+def _time(epoch: int, counters: tuple[int, ...]) -> Timestamp:
+    """A timestamp from parts known to be valid (``Timestamp()`` checks its counters)."""
+    return tuple.__new__(Timestamp, (epoch, counters))
+
+
 def _minimal(times: Iterable[Timestamp]) -> list[Timestamp]:
     """The minimal elements of ``times`` under the paper's order, sorted.
 
@@ -154,6 +159,12 @@ class Tracker:
         group = self._groups.get((loc, epoch))
         if group is None:
             self._groups[loc, epoch] = {counters}
+            if loc not in self._least:          # the only active time at its location
+                self._least[loc] = {epoch: counters}
+                self._epochs[loc] = [epoch]
+                self._stairs[loc] = {epoch: counters}
+                self._join((loc, time))
+                return
             self._set_least(loc, epoch, counters)
         else:
             group.add(counters)
@@ -167,6 +178,10 @@ class Tracker:
         group.discard(counters)
         if not group:
             del self._groups[loc, epoch]
+            if len(self._least[loc]) == 1:      # it was the only active time at its location
+                del self._least[loc], self._epochs[loc], self._stairs[loc]
+                self._leave((loc, time))
+                return
             self._set_least(loc, epoch, None)
         elif counters == self._least[loc][epoch]:
             self._set_least(loc, epoch, min(group))
@@ -184,6 +199,16 @@ class Tracker:
             least = self._least[loc] = {}
             self._epochs[loc] = []
         epochs = self._epochs[loc]
+        if counters is not None and epochs and epoch > epochs[-1]:
+            # A later epoch than any at the location (the usual way epochs come): it joins the
+            # staircase only if below its last step, and nothing else changes.
+            least[epoch] = counters
+            epochs.append(epoch)
+            stair = self._stairs[loc]
+            if counters < next(reversed(stair.values())):
+                stair[epoch] = counters
+                self._join((loc, _time(epoch, counters)))
+            return
         if counters is None:
             del least[epoch]
             del epochs[bisect_left(epochs, epoch)]
@@ -216,10 +241,10 @@ class Tracker:
         gone = before[k:len(before) - rest]
         for e, c in gone:
             if changed.get(e) != c:
-                self._leave((loc, Timestamp(e, c)))
+                self._leave((loc, _time(e, c)))
         for e, c in changed.items():
             if old.get(e) != c:
-                self._join((loc, Timestamp(e, c)))
+                self._join((loc, _time(e, c)))
         stair = dict(before[:k])
         stair.update(changed)
         stair.update(before[len(before) - rest:] if rest else ())
