@@ -125,6 +125,7 @@ class WorkerState:
         self.frontier_moved = False
         self.calls = 0                  # callbacks run so far (naiad.stall reads it)
         self._seen_version = -1
+        self._notify_again = False      # a notification was asked for again at its own time
         self._since_flush = 0
         self._notified: Dict[int, set] = {}
         self.vertices: List[Vertex] = [self._make_vertex(st) for st in graph.stages]
@@ -261,7 +262,10 @@ class WorkerState:
                 return _BUSY
         self._since_flush = 0
         self.flush_progress()
-        if tracker.version != self._seen_version:
+        if tracker.version != self._seen_version or self._notify_again:
+            # (A vertex that asked again in on_notify(t) for t: the request and the retirement
+            # cancel in the buffer, so the view does not change, but t is due once more.)
+            self._notify_again = False
             self._seen_version = tracker.version
             self.frontier_moved = True
             if self.global_view is not None:
@@ -413,6 +417,8 @@ class WorkerState:
             if meter is not None:
                 meter.ran(key[0], "notify", time, 0, out, self.clock() - t0)
             add(v._stagedef.loc, time, -1)
+            if key in notifications:
+                self._notify_again = True
             if not self.accumulate:
                 self.flush_progress()
         return True

@@ -259,3 +259,51 @@ def test_nested_loops(cluster):
             merged.setdefault(e, []).extend(recs)
     assert {e: sorted(r) for e, r in merged.items()} == {
         e: nested_oracle(recs) for e, recs in enumerate(epochs)}
+
+
+class _Again(naiad.Vertex):
+    """Asks again, in on_notify(t), for a notification at t itself (as often as ``times``)."""
+
+    def __init__(self, times: int):
+        super().__init__()
+        self.times = times
+        self.calls: Dict[Timestamp, int] = {}
+
+    def on_recv(self, edge, message, time):
+        self.notify_at(time)
+
+    def on_notify(self, time):
+        n = self.calls[time] = self.calls.get(time, 0) + 1
+        self.send_by(0, (time.epoch, n), time)
+        if n <= self.times:
+            self.notify_at(time)
+
+
+def _asking_again(comp):
+    inp = comp.new_input()
+    got = stages.unary(inp.stream, functools.partial(_Again, 2), partition_by=lambda r: r,
+                       name="again").collect()
+    comp.activate()
+    for epoch in range(4):
+        inp.on_next(range(3) if comp.process_index == 0 else [])
+    inp.on_completed()
+    comp.join(timeout=30)
+    return got.results
+
+
+def test_a_notification_asked_again_at_its_own_time_is_delivered_again(cluster):
+    """The rule of time allows notify_at(t) in on_notify(t).  The new request and the
+    retirement of the one delivered cancelled in the progress buffer, the view did not change,
+    and the worker never looked at its notifications again: the run hung."""
+    results = cluster.execute(_asking_again)
+    merged: Counter = Counter()
+    for proc in results:
+        for epoch, got in proc.items():
+            merged.update((epoch, r) for r in got)
+    vertices = {epoch: sum(n for (e, (_, k)), n in merged.items() if e == epoch and k == 1)
+                for epoch in range(4)}
+    for epoch in range(4):
+        # every vertex that got a record is notified three times, in order
+        assert merged[(epoch, (epoch, 1))] == merged[(epoch, (epoch, 2))] == \
+            merged[(epoch, (epoch, 3))] == vertices[epoch] >= 1
+        assert merged[(epoch, (epoch, 4))] == 0
