@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import numbers
 import operator
@@ -46,7 +47,8 @@ def key_hash(key: Hashable) -> int:
 
     Ints, strings, bytes, floats, bools, None and tuples/frozensets of these are hashed
     directly, numbers of other types (numpy scalars, Decimal, Fraction, complex) as the int or
-    float they equal.  Other objects (dataclasses, named classes, enums, lists) are hashed from
+    float they equal, or as their exact ratio when they equal none, aware datetimes as the
+    instant they name, and subclasses of bytes as bytes.  Other objects (dataclasses, named classes, enums, lists) are hashed from
     what they are made of (:func:`_structure_hash`): equal keys must be made of equal parts,
     which holds unless a class's ``__eq__`` ignores part of its state.  Sets and dicts as keys
     are refused (TypeError).
@@ -59,6 +61,10 @@ def key_hash(key: Hashable) -> int:
     >>> key_hash(Tagged("a", frozenset("xyz"))) == key_hash(Tagged("a", frozenset("zyx")))
     True
     >>> key_hash(1 + 0j) == key_hash(1)
+    True
+    >>> from decimal import Decimal
+    >>> from fractions import Fraction
+    >>> key_hash(Decimal("0.10")) == key_hash(Decimal("0.1")) == key_hash(Fraction(1, 10))
     True
     """
     t = type(key)
@@ -87,6 +93,15 @@ def key_hash(key: Hashable) -> int:
         return key_hash(str(key))
     if isinstance(key, tuple):
         return key_hash(tuple(key))
+    if isinstance(key, bytes):                          # numpy.bytes_ and other subclasses
+        return key_hash(bytes(key))
+    if t is _Ratio:
+        return _mix(key_hash(tuple(key)) ^ 0x5A7105)
+    if isinstance(key, datetime.datetime) and key.utcoffset() is not None:
+        # Aware datetimes are equal when they name the same instant, whatever their zones.
+        u = key.astimezone(datetime.timezone.utc)
+        return _mix(key_hash((u.year, u.month, u.day, u.hour, u.minute, u.second,
+                              u.microsecond)) ^ 0xA3A5E)
     if isinstance(key, frozenset):
         h = 0
         for item in key:
@@ -182,7 +197,21 @@ def _as_builtin_number(key: Any) -> Any:
             return as_float
         if isinstance(key, decimal.Decimal) and key == key.to_integral_value():
             return int(key)
+        if isinstance(key, (decimal.Decimal, numbers.Rational)):
+            # Equal to no float (Decimal('0.1'), Decimal('0.10'), Fraction(1, 10)): the exact
+            # ratio, the same for every form of the number.
+            try:
+                n, d = key.as_integer_ratio()           # type: ignore[union-attr]
+            except (AttributeError, ValueError, OverflowError):
+                return None
+            return _Ratio((n, d))
     return None
+
+
+class _Ratio(tuple):
+    """A number equal to no float, as its exact ratio ``(numerator, denominator)``."""
+
+    __slots__ = ()
 
 
 def route_keys(workers: int) -> List[int]:

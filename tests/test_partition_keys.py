@@ -8,6 +8,7 @@ matches.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import decimal
 import enum
 import fractions
@@ -37,6 +38,13 @@ class MyFloat(float):
     (2.5, fractions.Fraction(5, 2)), ((1, "a"), (np.int32(1), "a")),
     (True, np.True_), (0, np.False_), (1, 1 + 0j), (2.5, complex(2.5, 0)),
     ((True, "a"), (np.bool_(True), "a")),
+    # Equal to no float: the exact ratio, whatever the form (they split across processes).
+    (decimal.Decimal("0.1"), decimal.Decimal("0.10")),
+    (decimal.Decimal("0.1"), fractions.Fraction(1, 10)),
+    ((decimal.Decimal("0.3"), "x"), (fractions.Fraction(3, 10), "x")),
+    (b"ab", np.bytes_(b"ab")),
+    (_dt.datetime(2020, 1, 1, 12, 1, tzinfo=_dt.timezone.utc),
+     _dt.datetime(2020, 1, 1, 13, 1, tzinfo=_dt.timezone(_dt.timedelta(hours=1)))),
 ])
 def test_equal_keys_hash_equal_whatever_their_type(plain, other):
     assert plain == other
@@ -87,6 +95,34 @@ def test_a_join_of_int_and_numpy_keys_across_processes_finds_every_match():
 
     found = sorted(k for part in naiad.execute(program, processes=2, workers=2) for k in part)
     assert found == list(range(40))
+
+
+def test_a_join_of_equal_keys_in_other_forms_across_processes_finds_every_match():
+    """Decimal('0.1') and Decimal('0.10'), one aware instant in two zones, bytes and
+    numpy.bytes_: equal keys, hashed apart, met in no vertex when they came from different
+    processes."""
+    utc, plus1 = _dt.timezone.utc, _dt.timezone(_dt.timedelta(hours=1))
+    forms = ([(decimal.Decimal(f"0.{k + 1}3"), decimal.Decimal(f"0.{k + 1}30")) for k in range(20)]
+             + [(_dt.datetime(2020, 1, 1, 12, k, tzinfo=utc),
+                 _dt.datetime(2020, 1, 1, 13, k, tzinfo=plus1)) for k in range(20)]
+             + [(b"k%d" % k, np.bytes_(b"k%d" % k)) for k in range(20)])
+    left = [(a, i) for i, (a, _) in enumerate(forms)]
+    right = [(b, i) for i, (_, b) in enumerate(forms)]
+
+    def program(comp):
+        a, b = comp.new_input(), comp.new_input()
+        got = a.stream.join(b.stream, lambda r: r[0], lambda r: r[0],
+                            lambda x, y: (x[1], y[1])).collect()
+        comp.activate()
+        a.on_next(left if comp.process_index == 0 else [])
+        b.on_next(right if comp.process_index == 1 else [])
+        a.on_completed()
+        b.on_completed()
+        comp.join(timeout=60)
+        return got.results.get(0, [])
+
+    found = sorted(pair for part in naiad.execute(program, processes=2, workers=2) for pair in part)
+    assert found == [(i, i) for i in range(len(forms))]
 
 
 @dataclasses.dataclass(frozen=True)
