@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from naiad.config import positive_int
 from naiad.errors import GraphError
-from naiad.graph import EGRESS, FEEDBACK, INGRESS, LogicalGraph, Scope, StageDef, Stream
+from naiad.graph import (EGRESS, FEEDBACK, INGRESS, LogicalGraph, Scope, StageDef, Stream,
+                         as_exchange)
 from naiad.progress.timestamp import Timestamp
 from naiad.vertex import Vertex
 
@@ -99,6 +100,10 @@ class LoopContext:
         self.name = comp.graph.unique_name(name, "loop")
         self.scope: Any = None          # a Scope once the loop is entered
         if parent is not None:
+            if not isinstance(parent, LoopContext):
+                msg = (f"loop {self.name!r}: parent must be the enclosing LoopContext; got "
+                       f"{type(parent).__name__}")
+                raise TypeError(msg)
             if parent.scope is None:
                 msg = f"loop {self.name!r}: its parent loop {parent.name!r} has no scope yet"
                 raise GraphError(msg)
@@ -133,6 +138,10 @@ class LoopContext:
             self._bind(self.comp.graph.top)
         if max_iterations is not None:
             positive_int("max_iterations", max_iterations, what="max_iterations (or None)")
+        try:
+            as_exchange(partition_by)
+        except TypeError as exc:
+            raise TypeError(f"loop {self.name!r} feedback: {exc}") from None
         graph = self.comp.graph
         stage = graph.add_stage(f"{self.name}.feedback", FEEDBACK,
                                 lambda: _Feedback(max_iterations), self.scope)

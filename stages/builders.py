@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Optional
 
 from naiad.errors import GraphError
-from naiad.graph import VERTEX, StageDef, Stream
+from naiad.graph import VERTEX, StageDef, Stream, as_exchange
 from naiad.vertex import Vertex
 
 __all__ = ["Stage", "new_stage", "unary", "binary", "sink"]
@@ -21,13 +21,21 @@ class Stage:
     """
 
     def __init__(self, factory: Factory, name: Optional[str] = None):
+        if name is not None and not isinstance(name, str):
+            msg = f"a stage's name must be a str (or None); got {type(name).__name__} {name!r:.40}"
+            raise TypeError(msg)
         if not callable(factory):
-            msg = (f"stage {name!r}: factory must be a Vertex subclass or a zero-argument "
-                   f"callable returning a Vertex; got {type(factory).__name__}")
+            msg = (f"stage {name or 'unnamed'!r}: factory must be a Vertex subclass or a "
+                   f"zero-argument callable returning a Vertex; got {type(factory).__name__}")
             raise TypeError(msg)
         self.factory = factory
         self.name = name
         self._def: Optional[StageDef] = None
+
+    @property
+    def _label(self) -> str:
+        """The name to give in an error before the stage is in the graph."""
+        return self.name or str(getattr(self.factory, "__name__", "stage"))
 
     @property
     def stage(self) -> StageDef:
@@ -39,9 +47,15 @@ class Stage:
     def new_input(self, stream: Stream, partition_by: KeyFn = None) -> int:
         """Connect ``stream`` to the next input port; records are routed by ``partition_by``."""
         if not isinstance(stream, Stream):
-            msg = (f"stage {self.name!r}: new_input needs a Stream; got {type(stream).__name__} "
-                   "(did you pass an input handle instead of its .stream?)")
+            msg = (f"stage {self._label!r}: new_input needs a Stream; got "
+                   f"{type(stream).__name__} (did you pass an input handle instead of its "
+                   ".stream?)")
             raise TypeError(msg)
+        try:
+            as_exchange(partition_by)
+        except TypeError as exc:
+            port = 0 if self._def is None else self._def.input_ports
+            raise TypeError(f"stage {self._label!r}, input {port}: {exc}") from None
         if self._def is None:
             default = getattr(self.factory, "__name__", "stage")
             self._def = stream.graph.add_stage(self.name, VERTEX, self.factory, stream.scope,

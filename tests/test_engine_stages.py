@@ -292,3 +292,37 @@ def test_batches_do_not_shrink_along_a_chain_of_exchanges(processes, workers):
     sizes = [s for _, per_worker in parts for worker in per_worker for s in worker]
     assert sum(sizes) == 20_000
     assert len(sizes) <= 400, (len(sizes), sorted(sizes)[:20])
+
+
+class _Ident(naiad.Vertex):
+    def on_recv(self, edge, message, time):
+        self.send_by(0, message, time)
+
+
+def test_bad_builder_arguments_name_the_stage_and_leave_no_half_built_stage():
+    """Errors said "stage None" for a stage given no name, did not name the stage or port of a
+    partition_by that is not callable (after adding the stage to the graph), accepted one on a
+    loop's feedback until connect, and gave a bare AttributeError for a bad parent loop."""
+    comp = naiad.Computation()
+    inp = comp.new_input()
+    with pytest.raises(TypeError, match=r"stage '_Ident': new_input needs a Stream"):
+        stages.unary(inp, _Ident)
+    with pytest.raises(TypeError, match=r"stage 'keyed', input 0: partition_by must be a callable"):
+        stages.unary(inp.stream, _Ident, partition_by=5, name="keyed")
+    with pytest.raises(TypeError, match=r"a stage's name must be a str"):
+        stages.unary(inp.stream, _Ident, name=5)
+    loop = stages.LoopContext(comp, name="rounds")
+    with pytest.raises(TypeError, match=r"loop 'rounds' feedback: partition_by must be a callable"):
+        loop.feedback(partition_by=7)
+    with pytest.raises(TypeError, match=r"parent must be the enclosing LoopContext; got int"):
+        stages.LoopContext(comp, name="inner", parent=3)
+    # The failed calls added nothing: the name is still free, and the graph runs.
+    keyed = stages.new_stage(_Ident, name="keyed")
+    keyed.new_input(inp.stream, partition_by=lambda r: r)
+    assert keyed.name_in_graph == "keyed"
+    got = keyed.new_output().collect()
+    comp.activate()
+    inp.on_next([1, 2])
+    inp.on_completed()
+    comp.join(timeout=30)
+    assert sorted(got.results[0]) == [1, 2]
