@@ -323,29 +323,26 @@ class MonitorServer:
                                        daemon=True)
         self.thread.start()
 
+    def _fresh_token(self, sent: str) -> Optional[str]:
+        """The key to check a report sent at ``sent`` with, if it was sent in the last minute
+        (by the clock of this machine: reports come over loopback) and reports are taken."""
+        try:
+            age = time.time() - float(sent)
+        except ValueError:
+            return None
+        return self.token if -_FRESH < age < _FRESH else None
+
     def admits(self, sent: str, head: str, length: int) -> bool:
         """Whether a report's headers are this run's and fresh (checked before its body is
         read)."""
-        token = self.token
-        try:
-            age = time.time() - float(sent)
-        except ValueError:
-            return False
-        if token is None or not -_FRESH < age < _FRESH:
-            return False
-        return hmac.compare_digest(head, _head(token, sent, length))
+        token = self._fresh_token(sent)
+        return token is not None and hmac.compare_digest(head, _head(token, sent, length))
 
     def accept(self, sent: str, signature: str, body: bytes) -> bool:
-        """Whether a report carries this run's signature, was sent in the last minute (by the
-        clock of this machine: reports come over loopback) and was not accepted before."""
-        token = self.token
-        try:
-            age = time.time() - float(sent)
-        except ValueError:
-            return False
-        if token is None or not -_FRESH < age < _FRESH:
-            return False
-        if not hmac.compare_digest(signature, _signature(token, sent, body)):
+        """Whether a report carries this run's signature, is fresh and was not accepted
+        before."""
+        token = self._fresh_token(sent)
+        if token is None or not hmac.compare_digest(signature, _signature(token, sent, body)):
             return False
         now = time.time()
         with self._seen_lock:

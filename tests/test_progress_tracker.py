@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import networkx as nx
 import pytest
@@ -30,6 +32,22 @@ def _debug_progress():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(DEBUG_ENV, "1")
         yield
+
+
+@contextmanager
+def counting(owner: object, name: str) -> Iterator[list]:
+    """Count the calls of ``owner.name`` while the block runs: ``calls[0]``."""
+    calls = [0]
+    real = getattr(owner, name)
+
+    def counted(*args):
+        calls[0] += 1
+        return real(*args)
+    setattr(owner, name, counted)
+    try:
+        yield calls
+    finally:
+        setattr(owner, name, real)
 
 
 # -- random graphs ------------------------------------------------------------------------------
@@ -496,18 +514,11 @@ def test_held_retirements_wait_for_the_frontier_to_move() -> None:
     buffer = ProgressBuffer(tracker.reach)
     buffer.add_many([((2, Timestamp(e)), -1) for e in range(100)])
     assert buffer.drain(tracker) == [] and buffer.pending() == 100
-    calls = [0]
-    real = tracker.reach.could_result_in
-
-    def counted(p, q):
-        calls[0] += 1
-        return real(p, q)
-    tracker.reach.could_result_in = counted  # type: ignore[method-assign]
-    for e in range(10):
-        tracker.update(1, Timestamp(e), 1)                # behind (0, 0): the frontier stays
-        buffer.add(1, Timestamp(e), -1)
-        assert buffer.drain(tracker) == []
-    tracker.reach.could_result_in = real  # type: ignore[method-assign]
+    with counting(tracker.reach, "could_result_in") as calls:
+        for e in range(10):
+            tracker.update(1, Timestamp(e), 1)            # behind (0, 0): the frontier stays
+            buffer.add(1, Timestamp(e), -1)
+            assert buffer.drain(tracker) == []
     assert calls[0] <= 30, calls[0]                        # 1,055 when all were asked
     tracker.update(0, Timestamp(0), -1)                  # the frontier moves: all go out,
     drained = []                                         # each once nothing precedes it
@@ -530,18 +541,12 @@ def test_held_retirements_many_epochs_ahead_are_not_asked_about_one_by_one() -> 
     buffer.add_many([((2, Timestamp(e)), -1) for e in range(1, 2001)])
     tracker.update_many([((2, Timestamp(e)), 1) for e in range(1, 2001)])
     assert buffer.drain(tracker) == []
-    asked = [0]
-    real = tracker.behind
-
-    def counted(loc, time):
-        asked[0] += 1
-        return real(loc, time)
-    tracker.behind = counted  # type: ignore[method-assign]
-    for e in range(0, 100):                              # the input moves on, epoch by epoch
-        tracker.update_many([((0, Timestamp(e + 1)), 1), ((0, Timestamp(e)), -1)])
-        out = buffer.drain(tracker)
-        assert out == ([((2, Timestamp(e)), -1)] if e else []), (e, out)
-        tracker.update_many(out)
+    with counting(tracker, "behind") as asked:
+        for e in range(0, 100):                          # the input moves on, epoch by epoch
+            tracker.update_many([((0, Timestamp(e + 1)), 1), ((0, Timestamp(e)), -1)])
+            out = buffer.drain(tracker)
+            assert out == ([((2, Timestamp(e)), -1)] if e else []), (e, out)
+            tracker.update_many(out)
     assert asked[0] <= 300, asked[0]                      # 100 moves x 2,000 held before
     assert buffer.pending() == 1901
 
@@ -566,20 +571,13 @@ def test_a_change_looks_only_at_pointstamps_it_could_be_related_to() -> None:
     reach = builder.build()
     tracker = Tracker(reach, debug=False)
     tracker.update_many([((b, Timestamp(1)), 1) for b in range(width)])
-    calls = [0]
-    real = reach.could_result_in
-
-    def counted(p, q):
-        calls[0] += 1
-        return real(p, q)
-    reach.could_result_in = counted  # type: ignore[method-assign]
-    tracker.update(width + 7, Timestamp(1), 1)           # a message on branch 7
-    tracker.update(width + 7, Timestamp(1), -1)
-    buffer = ProgressBuffer(reach)
-    buffer.add(width + 9, Timestamp(0), -1)              # a retirement on branch 9
-    assert buffer.drain(tracker) == [((width + 9, Timestamp(0)), -1)]
+    with counting(reach, "could_result_in") as calls:
+        tracker.update(width + 7, Timestamp(1), 1)       # a message on branch 7
+        tracker.update(width + 7, Timestamp(1), -1)
+        buffer = ProgressBuffer(reach)
+        buffer.add(width + 9, Timestamp(0), -1)          # a retirement on branch 9
+        assert buffer.drain(tracker) == [((width + 9, Timestamp(0)), -1)]
     assert calls[0] <= 10, calls[0]
-    reach.could_result_in = real  # type: ignore[method-assign]
     tracker.validate()
 
 
@@ -651,18 +649,11 @@ def test_pending_notifications_of_a_loop_do_not_slow_every_change() -> None:
     pending = [((1, Timestamp(e, (i,))), 1) for e in range(20) for i in range(e, 120)]
     tracker.update_many(pending)
     tracker.update_many([((2, Timestamp(e, (e,))), 1) for e in range(20)])
-    calls = [0]
-    real = reach.could_result_in
-
-    def counted(p, q):
-        calls[0] += 1
-        return real(p, q)
-    reach.could_result_in = counted  # type: ignore[method-assign]
-    for e in (0, 5):                         # epochs 0 and 5 work through 20 iterations
-        for i in range(e, e + 20):
-            tracker.update(2, Timestamp(e, (i + 1,)), 1)
-            tracker.update(2, Timestamp(e, (i,)), -1)
-    reach.could_result_in = real  # type: ignore[method-assign]
+    with counting(reach, "could_result_in") as calls:
+        for e in (0, 5):                     # epochs 0 and 5 work through 20 iterations
+            for i in range(e, e + 20):
+                tracker.update(2, Timestamp(e, (i + 1,)), 1)
+                tracker.update(2, Timestamp(e, (i,)), -1)
     assert calls[0] <= 400, calls[0]      # 118 here; 267,600 when every change compared with all
     tracker.validate()
     assert tracker.in_frontier(1, Timestamp(0, (0,)))
