@@ -186,3 +186,51 @@ def test_a_long_run_shows_its_latest_checkpoints_and_how_many_it_took(tmp_path):
               for cell in table.split("<tr>")[1:] if cell.startswith("<td>")]
     assert epochs == list(range(61 - SHOWN_CHECKPOINTS, 61)), epochs
     assert f"the last {SHOWN_CHECKPOINTS} of 60 taken" in table, table[-400:]
+
+
+class _Round(naiad.Vertex):
+    def on_recv_batch(self, edge, messages, time):
+        out = [m + 1 for m in messages if time.counters[-1] < 2]
+        if out:
+            self.send_batch_by(0, out, time)
+
+
+def _two_loops(comp):
+    """A LINQ iterate and a LoopContext side by side on one input (their stages share layers)."""
+    import stages
+    nums = comp.new_input(name="nums")
+    nums.stream.iterate(lambda s: s.select(lambda v: v + 1), 3).count().collect()
+    loop = stages.LoopContext(comp, name="ctx")
+    fb = loop.feedback(partition_by=lambda v: v)
+    body = stages.unary(loop.enter(nums.stream).concat(fb.stream), _Round, name="step")
+    fb.connect(body)
+    loop.exit(body).collect()
+    comp.activate()
+    nums.on_next(range(20))
+    nums.on_completed()
+    comp.join(timeout=30)
+
+
+def test_loops_side_by_side_are_drawn_in_boxes_of_their_own():
+    """Each loop's dashed box was the bounding box of its stages, placed in rows shared with
+    the other loop's: two loops side by side drew overlapping boxes, each around stages of
+    the other."""
+    import re
+    port = free_ports(1)[0]
+    naiad.execute(_two_loops, processes=2, monitor=port)
+    time.sleep(0.3)
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=1500", "--dump-dom",
+             f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=60,
+            check=True).stdout
+    boxes = []
+    for tag in re.findall(r"<rect [^>]*stroke-dasharray[^>]*>", dom):
+        a = dict(re.findall(r'(\w+)="([^"]*)"', tag))
+        x, y, w, h = (float(a[k]) for k in ("x", "y", "width", "height"))
+        boxes.append((x, y, x + w, y + h))
+    assert len(boxes) == 2, dom[:2000]
+    (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = boxes
+    assert ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0, boxes
