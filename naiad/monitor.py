@@ -28,9 +28,11 @@ import hashlib
 import hmac
 import importlib.resources
 import json
+import socket
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -50,6 +52,8 @@ _MAX_REPORT = 64 << 20         # bytes accepted in one report (read only once it
                                # carry the run's HMAC: about 1.4 KB per stage and worker)
 _MAX_CONNECTIONS = 32          # connections served at once; more are closed at once
 _IDLE = 5.0                    # seconds a connection may keep the server waiting for bytes
+_CONNECTION = 20.0             # seconds a connection may last in all (a report of 64 MB over
+                               # loopback takes well under one)
 _servers: Dict[int, "MonitorServer"] = {}
 _servers_lock = threading.Lock()
 
@@ -197,6 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
     timeout = _IDLE
 
+
     def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - quiet by default
         pass
 
@@ -278,23 +283,45 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+        self._deadlines: Dict[Any, float] = {}       # open connection -> when it is cut
+        self._deadlines_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             self.shutdown_request(request)       # too many at once: closed unanswered
             return
+        with self._deadlines_lock:
+            self._deadlines[request] = time.monotonic() + _CONNECTION
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._done(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._done(request)
+
+    def _done(self, request: Any) -> None:
+        with self._deadlines_lock:
+            self._deadlines.pop(request, None)
+        self._slots.release()
+
+    def service_actions(self) -> None:
+        """Between polls of the listening socket (twice a second): cut the connections open
+        longer than ``_CONNECTION`` (each read waits at most ``_IDLE`` seconds, so a client
+        sending a byte now and then would otherwise hold its thread for ever)."""
+        now = time.monotonic()
+        with self._deadlines_lock:
+            late = [r for r, deadline in self._deadlines.items() if deadline < now]
+        for request in late:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass                 # closed already
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up or sent garbage: nothing to print on the run's stderr."""
@@ -416,8 +443,16 @@ def post_report(url: str, token: str, report: Dict[str, Any], timeout: float = 2
                                           "X-Naiad-Time": sent,
                                           "X-Naiad-Head": _head(token, sent, len(body)),
                                           "X-Naiad-Signature": _signature(token, sent, body)})
-    with urllib.request.urlopen(req, timeout=timeout):
-        pass
+    try:
+        with urllib.request.urlopen(req, timeout=timeout):
+            pass
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, (BrokenPipeError, ConnectionResetError)):
+            msg = ("the page closed the connection before taking the report: it refuses a "
+                   "report not signed with this run's secret (another run serves that port?) "
+                   f"before reading it ({exc.reason})")
+            raise ConnectionError(msg) from exc
+        raise
 
 
 class Reporter(Ticker):

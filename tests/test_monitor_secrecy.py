@@ -237,3 +237,34 @@ def test_the_report_of_a_large_graph_is_accepted():
             monitor.post_report(server.url, monitor.report_token("a secret"), too_big)
     finally:
         server.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_client_dripping_bytes_is_cut_off(monkeypatch):
+    """The idle bound applied to each read: a client sending a byte every few seconds held
+    its connection (and thread) for ever, and 32 of them froze the page and its reports."""
+    monkeypatch.setattr(monitor, "_CONNECTION", 3.0)
+    server = monitor.serve(0, monitor.report_token("a secret"))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            request = f"GET /state HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+            t0 = time.monotonic()
+            cut = False
+            for byte in request * 4:
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:
+                    cut = True
+                    break
+                s.settimeout(1.0)
+                try:
+                    if s.recv(1) == b"":
+                        cut = True
+                        break
+                except socket.timeout:
+                    pass
+                if time.monotonic() - t0 > 15:
+                    break
+            assert cut and time.monotonic() - t0 < 8, time.monotonic() - t0
+    finally:
+        server.close()
