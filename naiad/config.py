@@ -5,8 +5,12 @@ fills the defaults and checks each option's type and range at the call (``naiad.
 ``naiad.Computation``, ``naiad.spark.execute``), before any process or thread starts: a wrong
 value raises ``TypeError`` or ``ValueError`` naming the option and what it takes.
 
->>> check_options({"checkpoint_every": 10})["checkpoint_every"]
+>>> check_options({"checkpoint_dir": "ckpt", "checkpoint_every": 10})["checkpoint_every"]
 10
+>>> check_options({"checkpoint_every": 10})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: option checkpoint_every needs checkpoint_dir (where the checkpoints go); ...
 >>> check_options({"heartbeat_timeout": -1})
 Traceback (most recent call last):
 ...
@@ -225,7 +229,27 @@ def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         else:
             check(name, value)
         merged[name] = value
+    _check_policy(merged)
     return merged
+
+
+def _check_policy(merged: Dict[str, Any]) -> None:
+    """A checkpoint policy needs a directory, and one policy at a time."""
+    every, interval = merged.get("checkpoint_every"), merged.get("checkpoint_interval")
+    directory = merged.get("checkpoint_dir")
+    if directory is not None and os.fspath(directory) == "":
+        msg = ("option checkpoint_dir is an empty path; give the directory of the checkpoints, "
+               "or None for no recovery")
+        raise ValueError(msg)
+    if directory is None and (every is not None or interval is not None):
+        name = "checkpoint_every" if every is not None else "checkpoint_interval"
+        msg = (f"option {name} needs checkpoint_dir (where the checkpoints go); give "
+               f"checkpoint_dir=DIR, or leave {name} out for no recovery")
+        raise ValueError(msg)
+    if every is not None and interval is not None:
+        msg = ("options checkpoint_every and checkpoint_interval are two policies: give one "
+               "(a checkpoint every N epochs, or about every T seconds)")
+        raise ValueError(msg)
 
 
 def describe(name: str) -> Optional[str]:

@@ -83,3 +83,21 @@ def test_every_option_is_documented_with_its_default():
     assert set(rows) == set(OPTIONS), set(rows) ^ set(OPTIONS)
     for name, (default, *_rest) in OPTIONS.items():
         assert rows[name] == repr(default), (name, rows[name], default)
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"checkpoint_every": 2}, "option checkpoint_every needs checkpoint_dir"),
+    ({"checkpoint_interval": 1.0}, "option checkpoint_interval needs checkpoint_dir"),
+    ({"checkpoint_dir": ""}, "option checkpoint_dir is an empty path"),
+    ({"checkpoint_dir": "ckpt", "checkpoint_every": 2, "checkpoint_interval": 1.0},
+     "checkpoint_every and checkpoint_interval are two policies"),
+])
+def test_a_checkpoint_policy_without_a_directory_is_refused(options, says, tmp_path,
+                                                           monkeypatch):
+    """A policy without a directory ran with no checkpoint and no word (as did an empty
+    directory name), and with both policies checkpoint_every won silently."""
+    import os
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=says):
+        naiad.execute(lambda comp: None, **options)
+    assert not os.listdir(tmp_path)

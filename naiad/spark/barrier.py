@@ -262,11 +262,11 @@ def _plan_without_adaptive(spark, out) -> None:
 
 
 def _check_options(options: dict) -> dict:
-    check_options(options)   # unknown names raise, listing the known ones
-    for name, why in _NOT_HERE.items():
+    for name, why in _NOT_HERE.items():      # before the checks that combine options
         if options.get(name) is not None:
             msg = f"naiad.spark.execute does not take {name}=: {why}"
             raise TypeError(msg)
+    check_options(options)   # unknown names raise, listing the known ones
     return {k: v for k, v in options.items() if k not in _NOT_HERE}
 
 
