@@ -201,3 +201,23 @@ def test_no_other_run_takes_the_directory_while_a_run_restarts(tmp_path, monkeyp
     assert merged == {e: [e] for e in range(10)}
     assert (root / ".fault-checkpoint-write-4-1").exists()       # A did restart
     assert {outcome for _, outcome in tries} == {"in use"}, tries
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("damage", ["deleted", "changed"])
+def test_a_lost_or_changed_key_is_named_and_never_replaced(tmp_path, damage):
+    """A deleted KEY was quietly replaced by a new one in the directory of an earlier run, and
+    both a deleted and a changed KEY were reported as a changed RUN."""
+    root = tmp_path / "ckpt"
+    naiad.execute(_subscribed, processes=2, checkpoint_dir=str(root), checkpoint_every=2)
+    key = root / "KEY"
+    if damage == "deleted":
+        key.unlink()
+        says = "has no KEY, though a run has used it"
+    else:
+        key.write_bytes(bytes(32))
+        says = "RUN does not carry the HMAC of the directory's KEY"
+    with pytest.raises(Exception, match=says):
+        naiad.execute(_subscribed, processes=2, checkpoint_dir=str(root), checkpoint_every=2,
+                      max_restarts=0)
+    assert key.exists() == (damage == "changed")

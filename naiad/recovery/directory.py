@@ -116,6 +116,12 @@ def directory_key(root: Path) -> bytes:
     all get the one that was linked into place first)."""
     path = root / "KEY"
     if not path.exists():
+        if (root / "RUN").exists():
+            # RUN is written with the key: a directory that has it had a KEY, now gone.
+            msg = (f"checkpoint directory {root} has no KEY, though a run has used it: without "
+                   "its key nothing in it can be authenticated; put the KEY back (from a "
+                   "backup), or use a fresh checkpoint_dir")
+            raise CheckpointDamaged(msg)
         tmp = root / f".KEY-{os.getpid()}-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

@@ -94,8 +94,9 @@ def check_owner(root: Path, key: bytes, process: int, fingerprint: str, processe
         return
     body, _, mac = text.rstrip(b"\n").rpartition(b"\n")
     if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):
-        msg = (f"checkpoint directory {root}: RUN does not carry the directory's HMAC (it was "
-               "changed, or copied from another directory): use a fresh checkpoint_dir")
+        msg = (f"checkpoint directory {root}: RUN does not carry the HMAC of the directory's "
+               "KEY (RUN or KEY was changed, or RUN was copied from another directory): put "
+               "back the files from a backup, or use a fresh checkpoint_dir")
         raise CheckpointLayoutError(msg)
     got = json.loads(body)
     if got.get("fingerprint") != fingerprint:
