@@ -288,9 +288,11 @@ class Collection(Subscription):
             missing = [e for e in range(base) if e not in stored]
             if missing:
                 msg = (f"{self.name}: the collected records of epoch(s) {_ranges(missing)} are "
-                       f"damaged in the checkpoint directory (see the warnings) and the "
-                       f"checkpoint at epoch {base} covers their inputs, so they cannot be "
-                       "recomputed; rerun from a fresh checkpoint_dir to get them")
+                       f"missing or damaged in {store.output_path(self.name)} (a file that "
+                       "fails its check is named in a warning; one cut short or deleted is "
+                       "not) and the checkpoint "
+                       f"at epoch {base} covers their inputs, so they cannot be recomputed; "
+                       "rerun from a fresh checkpoint_dir to get them")
                 raise OutputLost(msg)
             self.results.update(stored)
             self.delivered = base

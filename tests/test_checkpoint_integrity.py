@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import pickle
+import re
 import struct
 import time
 import warnings
@@ -147,11 +148,35 @@ def test_damaged_collected_outputs_are_named_not_silently_dropped(tmp_path):
     data[len(MAGIC) + 60] ^= 0xFF                       # inside the first record: epoch 0
     segment.write_bytes(bytes(data))
     t0 = time.monotonic()
-    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0 are damaged"), \
+    with pytest.raises(naiad.OutputLost, match=r"epoch\(s\) 0 are missing or damaged in /"), \
             pytest.warns(naiad.CheckpointWarning, match=r"damaged at epoch 0 \(fails its HMAC"):
         naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2,
                       max_restarts=3)
     assert time.monotonic() - t0 < 20                  # not retried
+
+
+@pytest.mark.parametrize("log", ["inputs", "outputs"])
+def test_a_log_segment_with_a_damaged_header_is_named_not_taken_for_an_old_release(tmp_path, log):
+    """One flipped byte in a segment's header was reported as a log of format version 1,
+    written by an earlier release, and ended the resume.  It is damage: named in a warning,
+    its records unused.  The inputs after the checkpoint are fed again by the program; the
+    collected outputs before it cannot be recomputed and are named with the directory."""
+    ckpt = tmp_path / "ckpt"
+    _first_run(ckpt)
+    segments = sorted((ckpt / log / "proc-0").glob("*/*.log"))
+    segment = segments[-1] if log == "inputs" else segments[0]
+    data = bytearray(segment.read_bytes())
+    data[1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    with pytest.warns(naiad.CheckpointWarning, match=f"{segment.name} has a damaged header"):
+        if log == "inputs":
+            [got] = naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
+            assert got == {e: sorted(recs) for e, recs in enumerate(EPOCHS)}
+        else:
+            with pytest.raises(naiad.OutputLost,
+                               match=r"epoch\(s\) 0-\d are missing or damaged in "
+                                     + re.escape(str(ckpt))):
+                naiad.execute(_program(EPOCHS), checkpoint_dir=str(ckpt), checkpoint_every=2)
 
 
 def test_resuming_with_another_layout_is_refused_naming_both(tmp_path):

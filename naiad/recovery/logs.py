@@ -122,7 +122,11 @@ class EpochLog:
         return self._index
 
     def _scan(self, path: Path, index: Dict[int, Tuple[Path, int, int, bytes]]) -> int:
-        """Index the complete records of ``path``; returns the length of its intact prefix."""
+        """Index the complete records of ``path``; returns the length of its intact prefix.
+
+        A segment ends at a record cut short (by a crash, or by damage: the two look alike).
+        One whose header is damaged is named in a warning and not used; one without a header
+        at all was written by an earlier release, and is refused."""
         size = path.stat().st_size
         offset = len(MAGIC)
         with open(path, "rb") as f:
@@ -130,6 +134,10 @@ class EpochLog:
             if head != MAGIC:
                 if len(head) < len(MAGIC) and MAGIC.startswith(head):
                     return 0            # the header itself was cut short: an empty segment
+                if sum(a == b for a, b in zip(head, MAGIC)) >= len(MAGIC) // 2:
+                    warnings.warn(f"log {path} has a damaged header ({head!r}); its records "
+                                  "are not used", CheckpointWarning, stacklevel=4)
+                    return 0
                 msg = (f"log {path} is not in format version {FORMAT} (it was written by an "
                        "earlier release, in format version 1); this release cannot replay it: "
                        "resume with the release that wrote it, or start from a fresh "

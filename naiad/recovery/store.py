@@ -465,7 +465,11 @@ class CheckpointStore:
         self._log(self._output_dir() / name).append(epoch, _dumps(records))
 
     def stored_outputs(self, name: str) -> Dict[int, list]:
-        return self._log(self._output_dir() / name).items()
+        return self._log(self.output_path(name)).items()
+
+    def output_path(self, name: str) -> Path:
+        """The directory of this process's log of the output ``name``."""
+        return self._output_dir() / name
 
     def _release(self) -> None:
         fds, self._lock_fds = self._lock_fds, []
