@@ -161,6 +161,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not argv:
         parser.print_help()
         return 2
+    commands = {c.name for c in COMMANDS}
+    before = next((a for a in argv if a in commands or not a.startswith("-")), None)
+    stray = [a for a in argv[:argv.index(before) if before else len(argv)]
+             if a not in ("--debug", "-h", "--help")]
+    if stray:          # argparse would only say that COMMAND is missing
+        return _usage(parser, f"unrecognized arguments: {' '.join(stray)} (before the command: "
+                              "naiad [--debug] COMMAND ...; naiad --help lists the commands)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:          # --help (0) or a usage error (2), already printed

@@ -314,7 +314,10 @@ def test_exit_codes_and_messages():
                       (("sample", "hello", "--bogus"), "--bogus"),
                       (("sample", "collatz", "--limit", "5", "--procs", "2"), "--procs 2"),
                       (("sample", "components_vertex", "--nodes"), "--nodes"),
-                      (("sample", "wordcount_vertex", "-x"), "-x")):
+                      (("sample", "wordcount_vertex", "-x"), "-x"),
+                      # before the command argparse only said that COMMAND is required
+                      (("--bogus",), "--bogus"),
+                      (("--debug", "--bogus", "run", "samples.hello:program"), "--bogus")):
         wrong = call(*args)
         assert wrong.returncode == 2 and f"unrecognized arguments: {bad}" in wrong.stderr, (
             args, wrong.returncode, wrong.stderr)
