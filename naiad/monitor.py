@@ -279,7 +279,8 @@ class _HTTPServer(ThreadingHTTPServer):
     connect, and each connection held open would otherwise hold a thread."""
 
     daemon_threads = True
-    monitor: "MonitorServer"
+    request_queue_size = 64          # the listen backlog (5 by default): a burst of connections
+    monitor: "MonitorServer"         # waits in the kernel, not in SYN retries
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)

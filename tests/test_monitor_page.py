@@ -82,15 +82,19 @@ class _Rows(html.parser.HTMLParser):
             self.status += data
 
 
-def _render(url: str) -> _Rows:
+def _dom(url: str) -> str:
+    """The page's DOM once Chromium has run its scripts."""
     with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run(
+        return subprocess.run(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=1500",
              "--dump-dom", url], capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def _render(url: str) -> _Rows:
     rows = _Rows()
-    rows.feed(dom)
+    rows.feed(_dom(url))
     return rows
 
 
@@ -174,13 +178,7 @@ def test_a_long_run_shows_its_latest_checkpoints_and_how_many_it_took(tmp_path):
     naiad.execute(functools.partial(_many_checkpoints, epochs=61), processes=2, monitor=port,
                   checkpoint_every=1, checkpoint_dir=str(tmp_path / "ck"))
     time.sleep(0.3)
-    with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=1500", "--dump-dom",
-             f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=60,
-            check=True).stdout
+    dom = _dom(f"http://127.0.0.1:{port}/")
     table = dom.split('id="checkpoints"')[1].split("</table>")[0]
     epochs = [int(cell.split("<td>")[1].split("</td>")[0])
               for cell in table.split("<tr>")[1:] if cell.startswith("<td>")]
@@ -219,13 +217,7 @@ def test_loops_side_by_side_are_drawn_in_boxes_of_their_own():
     port = free_ports(1)[0]
     naiad.execute(_two_loops, processes=2, monitor=port)
     time.sleep(0.3)
-    with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=1500", "--dump-dom",
-             f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=60,
-            check=True).stdout
+    dom = _dom(f"http://127.0.0.1:{port}/")
     boxes = []
     for tag in re.findall(r"<rect [^>]*stroke-dasharray[^>]*>", dom):
         a = dict(re.findall(r'(\w+)="([^"]*)"', tag))
